@@ -1,0 +1,43 @@
+//! The CustomResourceDefinitions every jobset-rs API server serves from its first start.
+
+/// (file name, YAML) of each preinstalled CRD.
+pub const PREINSTALLED: &[(&str, &str)] = &[
+    ("jobset.x-k8s.io_jobsets.yaml", include_str!("../crds/jobset.x-k8s.io_jobsets.yaml")),
+    ("workload.codeflare.dev_appwrappers.yaml", include_str!("../crds/workload.codeflare.dev_appwrappers.yaml")),
+];
+
+/// The preinstalled CRDs as JSON objects.
+pub fn preinstalled() -> Result<Vec<serde_json::Value>, String> {
+    PREINSTALLED
+        .iter()
+        .map(|(file, yaml)| serde_saphyr::from_str(yaml).map_err(|e| format!("{file}: {e}")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preinstalled_crds_parse_with_names_and_status_subresource() {
+        let crds = preinstalled().expect("CRD YAML parses");
+        let plurals: Vec<&str> = crds.iter().filter_map(|c| c.pointer("/spec/names/plural")?.as_str()).collect();
+        assert_eq!(plurals, ["jobsets", "appwrappers"]);
+        for c in &crds {
+            assert!(c.pointer("/spec/versions/0/subresources/status").is_some(), "{c}");
+        }
+    }
+
+    #[test]
+    fn jobset_printer_columns_match_upstream() {
+        let crds = preinstalled().unwrap();
+        let cols: Vec<&str> = crds[0]
+            .pointer("/spec/versions/0/additionalPrinterColumns")
+            .and_then(|c| c.as_array())
+            .unwrap()
+            .iter()
+            .filter_map(|c| c.get("name")?.as_str())
+            .collect();
+        assert_eq!(cols, ["TerminalState", "Restarts", "Completed", "Suspended", "Age"]);
+    }
+}

@@ -1,0 +1,4 @@
+//! JobSet and AppWrapper resource definitions, well-known names and admission logic.
+//! Pure: no I/O.
+
+pub mod crds;

@@ -1,0 +1,502 @@
+//! The HTTP face of the server: one fallback handler that parses Kubernetes paths by hand
+//! (`/api/v1/namespaces/x` is both an object and a prefix, which route tables handle badly).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use crate::admission::Admission;
+use crate::discovery;
+use crate::error::{ApiError, Result};
+use crate::object::Obj;
+use crate::ops::{self, Ctx, DeleteOptions, PatchType, Target};
+use crate::resources::{Registry, ResourceDef, Subresource};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{Store, StoreConfig, Txn};
+use crate::table;
+use crate::watch::{Filter, Render, WatchStream, bookmark_interval};
+
+/// Every duration and limit of the server, so tests can run fast.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub store: StoreConfig,
+    /// Request bodies over this size are answered 413 (kube-apiserver: 3 MiB).
+    pub max_body_bytes: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Watch length when the client gives no `timeoutSeconds`.
+    pub default_watch_timeout: Duration,
+    /// How often the garbage collector looks for dependents whose owners are gone.
+    pub gc_interval: Duration,
+    /// Where node agents write container logs (`<ns>_<pod>_<uid>/<container>/<restart>.log`).
+    pub log_dir: Option<std::path::PathBuf>,
+    /// How often a followed log is polled for new lines.
+    pub log_poll_interval: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            store: StoreConfig::default(),
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            gc_interval: Duration::from_secs(5),
+            log_dir: None,
+            log_poll_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+pub struct ApiServer {
+    pub store: Store,
+    pub admission: Admission,
+    pub config: ServerConfig,
+}
+
+impl ApiServer {
+    pub fn registry(&self) -> &Registry {
+        &self.store.registry
+    }
+
+    /// The whole API as a tower Service (what the in-process client and the listeners serve).
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        axum::Router::new().fallback(handle).with_state(self.clone())
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx { admission: &self.admission }
+    }
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn value_response(code: StatusCode, v: &Value) -> Response {
+    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+async fn handle(State(server): State<Arc<ApiServer>>, req: Request) -> Response {
+    match route(server, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+type Query = HashMap<String, String>;
+
+fn parse_query(q: Option<&str>) -> Query {
+    form_urlencoded::parse(q.unwrap_or_default().as_bytes()).into_owned().collect()
+}
+
+fn flag(q: &Query, k: &str) -> bool {
+    matches!(q.get(k).map(String::as_str), Some("true" | "1"))
+}
+
+/// What the client asked for in `Accept`.
+struct Accept {
+    table: bool,
+}
+
+fn accept(req: &Request) -> Accept {
+    let a = req.headers().get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    Accept { table: a.split(',').next().is_some_and(|first| first.contains("as=Table")) }
+}
+
+async fn read_body(server: &ApiServer, body: Body) -> Result<Bytes> {
+    let limit = server.config.max_body_bytes;
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::too_large(limit)),
+        Err(e) => Err(ApiError::bad_request(format!("reading request body: {e}"))),
+    }
+}
+
+fn parse_json(body: &[u8], def: &ResourceDef) -> Result<Value> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {e}",
+            def.kind
+        ))
+    })
+}
+
+async fn route(server: Arc<ApiServer>, req: Request) -> Result<Response> {
+    let path = req.uri().path().to_string();
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect();
+    let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let reg = server.registry();
+    let get = req.method() == Method::GET;
+    match segs.as_slice() {
+        ["version"] if get => return Ok(value_response(StatusCode::OK, &discovery::version())),
+        ["healthz" | "readyz" | "livez", ..] if get => {
+            return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
+        }
+        ["openapi", "v2"] if get => {
+            return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/octet-stream")], discovery::OPENAPI_V2_PB)
+                .into_response());
+        }
+        ["api"] if get => return Ok(value_response(StatusCode::OK, &discovery::core_versions())),
+        ["apis"] if get => return Ok(value_response(StatusCode::OK, &discovery::group_list(reg))),
+        ["api", "v1"] if get => {
+            return discovery::resource_list(reg, "", "v1").map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+        }
+        ["apis", g] if get => {
+            return discovery::group(reg, g).map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+        }
+        ["apis", g, v] if get => {
+            return discovery::resource_list(reg, g, v).map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+        }
+        ["api", "v1", rest @ ..] => {
+            let rp = resource_path(reg, "", "v1", rest)?;
+            return resource(server.clone(), rp, req).await;
+        }
+        ["apis", g, v, rest @ ..] => {
+            let rp = resource_path(reg, g, v, rest)?;
+            return resource(server.clone(), rp, req).await;
+        }
+        _ => {}
+    }
+    Err(ApiError::not_found_path())
+}
+
+struct ResPath {
+    def: Arc<ResourceDef>,
+    /// The namespace in the path (None for cluster-scoped kinds and all-namespace lists).
+    ns: Option<String>,
+    name: Option<String>,
+    sub: Option<Subresource>,
+}
+
+fn resource_path(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Result<ResPath> {
+    let (ns, rest) = match rest {
+        ["namespaces", ns, r, tail @ ..] if !r.is_empty() && *r != "status" && *r != "finalize" => (Some(ns.to_string()), {
+            let mut v = vec![*r];
+            v.extend_from_slice(tail);
+            v
+        }),
+        _ => (None, rest.to_vec()),
+    };
+    let Some((plural, tail)) = rest.split_first() else { return Err(ApiError::not_found_path()) };
+    let def = reg.get(group, version, plural).ok_or_else(ApiError::not_found_path)?;
+    if ns.is_some() && !def.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    let (name, sub) = match tail {
+        [] => (None, None),
+        [name] => (Some(name.to_string()), None),
+        [name, sub] => {
+            let s = def.subresources.iter().copied().find(|s| s.name() == *sub).ok_or_else(ApiError::not_found_path)?;
+            (Some(name.to_string()), Some(s))
+        }
+        _ => return Err(ApiError::not_found_path()),
+    };
+    if def.namespaced && ns.is_none() && name.is_some() {
+        return Err(ApiError::not_found_path());
+    }
+    Ok(ResPath { def, ns, name, sub })
+}
+
+fn filter_from(def: &ResourceDef, ns: Option<String>, q: &Query) -> Result<Filter> {
+    let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or_default())
+        .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+    for f in fields.fields() {
+        if f != "metadata.name" && f != "metadata.namespace" && def.field_pointer(f).is_none() {
+            return Err(ApiError::bad_request(format!(
+                "field label not supported: {f}"
+            )));
+        }
+    }
+    Ok(Filter { namespace: ns, labels, fields })
+}
+
+/// The object as served under this resource's version (stored custom resources may carry another).
+fn served_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
+    if def.builtin {
+        return o.raw.clone();
+    }
+    let want = format!("\"apiVersion\":\"{}\"", def.api_version());
+    let head = &o.raw[..o.raw.len().min(want.len() + 2)];
+    if head.windows(want.len()).any(|w| w == want.as_bytes()) {
+        return o.raw.clone();
+    }
+    let mut v = o.value();
+    v["apiVersion"] = json!(def.api_version());
+    Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+}
+
+fn object_response(code: StatusCode, def: &ResourceDef, o: &Obj, acc: &Accept, q: &Query) -> Response {
+    if acc.table {
+        let t = to_table(def, &[o], &o.rv.to_string(), q);
+        return value_response(code, &t);
+    }
+    json_response(code, served_bytes(def, o))
+}
+
+fn table_columns(def: &ResourceDef) -> table::Columns {
+    if def.builtin {
+        return table::Columns::for_kind(&def.kind);
+    }
+    // Custom resources: their printer columns, or apiextensions-apiserver's lone `Age`.
+    let crd = json!({"spec": {"versions": [{"name": def.version, "additionalPrinterColumns": def.printer_columns}]}});
+    table::Columns::for_crd_version(&crd, &def.version)
+}
+
+fn to_table(def: &ResourceDef, objs: &[&Obj], rv: &str, q: &Query) -> Value {
+    let include = match q.get("includeObject").map(String::as_str) {
+        Some("None") => table::IncludeObject::None,
+        Some("Object") => table::IncludeObject::Object,
+        _ => table::IncludeObject::Metadata,
+    };
+    let values: Vec<Value> = objs.iter().map(|o| o.value()).collect();
+    table::table(&table_columns(def), &values, include, rv, jiff::Timestamp::now())
+}
+
+fn list_response(def: &ResourceDef, objs: &[Arc<Obj>], rv: u64, cont: Option<String>, acc: &Accept, q: &Query) -> Response {
+    if acc.table {
+        let refs: Vec<&Obj> = objs.iter().map(|o| o.as_ref()).collect();
+        let mut t = to_table(def, &refs, &rv.to_string(), q);
+        if let Some(c) = cont {
+            t["metadata"]["continue"] = json!(c);
+        }
+        return value_response(StatusCode::OK, &t);
+    }
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    let head = json!({"kind": format!("{}List", def.kind), "apiVersion": def.api_version(), "metadata": meta});
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    // Splice the stored bytes in rather than re-serializing every object.
+    let mut body = Vec::with_capacity(head.len() + objs.iter().map(|o| o.raw.len() + 1).sum::<usize>() + 16);
+    body.extend_from_slice(&head[..head.len() - 1]);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, o) in objs.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(&served_bytes(def, o));
+    }
+    body.extend_from_slice(b"]}");
+    json_response(StatusCode::OK, Bytes::from(body))
+}
+
+fn encode_continue(ns: &str, name: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json!([ns, name])).unwrap_or_default())
+}
+
+fn decode_continue(token: &str) -> Result<(String, String)> {
+    use base64::Engine;
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token).map_err(|_| bad())?;
+    let (ns, name): (String, String) = serde_json::from_slice(&raw).map_err(|_| bad())?;
+    Ok((ns, name))
+}
+
+async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<Response> {
+    let q = parse_query(req.uri().query());
+    let acc = accept(&req);
+    let method = req.method().clone();
+    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let ResPath { def, ns, name, sub } = rp;
+    let nsv = ns.clone().unwrap_or_default();
+    match (method.clone(), name, sub) {
+        (Method::GET, None, None) => {
+            let filter = filter_from(&def, ns, &q)?;
+            if flag(&q, "watch") {
+                return watch(server, def, filter, &q, &acc);
+            }
+            list(&server, &def, filter, &q, &acc)
+        }
+        (Method::GET, Some(name), None | Some(Subresource::Status)) => {
+            let o = server.store.get(&def, &nsv, &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+            Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
+        }
+        (Method::GET, Some(name), Some(Subresource::Log)) => crate::logs::serve(server, &def, &nsv, &name, &q).await,
+        (Method::POST, None, None) => {
+            if def.namespaced && ns.is_none() {
+                return Err(ApiError::method_not_allowed("POST"));
+            }
+            let body = read_body(&server, req.into_body()).await?;
+            let v = parse_json(&body, &def)?;
+            let o = write(&server, |txn| ops::create(txn, &server.ctx(), &def, &nsv, v)).await?;
+            Ok(object_response(StatusCode::CREATED, &def, &o, &acc, &q))
+        }
+        (Method::POST, Some(name), Some(Subresource::Binding)) => {
+            let body = read_body(&server, req.into_body()).await?;
+            let v = parse_json(&body, &def)?;
+            write(&server, |txn| crate::pods::bind(txn, &def, &nsv, &name, &v)).await?;
+            Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+        }
+        (Method::POST, Some(name), Some(Subresource::Eviction)) => {
+            let body = read_body(&server, req.into_body()).await?;
+            let v = parse_json(&body, &def)?;
+            let opts = DeleteOptions::from_json(v.get("deleteOptions").unwrap_or(&Value::Null))?;
+            write(&server, |txn| crate::pods::evict(txn, &server.ctx(), &def, &nsv, &name, &opts)).await?;
+            Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+        }
+        (Method::PUT, Some(name), None | Some(Subresource::Status)) => {
+            let target = if sub.is_some() { Target::Status } else { Target::Main };
+            let body = read_body(&server, req.into_body()).await?;
+            let v = parse_json(&body, &def)?;
+            let o = write(&server, |txn| ops::update(txn, &server.ctx(), &def, &nsv, &name, v, target, None)).await?;
+            Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
+        }
+        (Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
+            let target = if sub.is_some() { Target::Status } else { Target::Main };
+            let mut kind = PatchType::from_content_type(&content_type)
+                .ok_or_else(|| ApiError::unsupported_media(&def, &content_type))?;
+            if let PatchType::Apply { force } = &mut kind {
+                *force = flag(&q, "force");
+                if !q.contains_key("fieldManager") {
+                    return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+                }
+            }
+            let body = read_body(&server, req.into_body()).await?;
+            let (o, created) = write(&server, |txn| ops::patch(txn, &server.ctx(), &def, &nsv, &name, kind, &body, target)).await?;
+            Ok(object_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &def, &o, &acc, &q))
+        }
+        (Method::DELETE, name, None) => {
+            let body = read_body(&server, req.into_body()).await?;
+            let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
+                DeleteOptions::default()
+            } else {
+                DeleteOptions::from_json(&parse_json(&body, &def)?)?
+            };
+            if let Some(p) = q.get("propagationPolicy") {
+                opts.propagation = Some(ops::parse_propagation(p)?);
+            }
+            if let Some(g) = q.get("gracePeriodSeconds") {
+                opts.grace_period = Some(g.parse().map_err(|_| ApiError::bad_request(format!("gracePeriodSeconds: invalid value {g:?}")))?);
+            }
+            match name {
+                Some(name) => {
+                    let d = write(&server, |txn| ops::delete(txn, &def, &nsv, &name, &opts)).await?;
+                    Ok(object_response(StatusCode::OK, &def, &d.obj, &acc, &q))
+                }
+                None => {
+                    if def.namespaced && ns.is_none() {
+                        return Err(ApiError::method_not_allowed("DELETE"));
+                    }
+                    let filter = filter_from(&def, ns, &q)?;
+                    let (objs, _, _) = server.store.list(&def, filter.namespace.as_deref(), None, |o| filter.matches(&def, o), None);
+                    let mut deleted = vec![];
+                    for o in objs {
+                        match write(&server, |txn| ops::delete(txn, &def, &nsv, &o.name, &opts)).await {
+                            Ok(d) => deleted.push(d.obj),
+                            Err(e) if e.code == 404 => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    let rv = server.store.current_rv();
+                    Ok(list_response(&def, &deleted, rv, None, &Accept { table: false }, &q))
+                }
+            }
+        }
+        (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+/// Runs a store write. A durable write waits for fsync, so on a multi-threaded runtime it tells
+/// Tokio to move other tasks off this worker meanwhile.
+pub async fn write<R>(server: &Arc<ApiServer>, f: impl FnOnce(&mut Txn<'_>) -> Result<R>) -> Result<R> {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi && server.store.durable() {
+        tokio::task::block_in_place(|| server.store.write(f))
+    } else {
+        server.store.write(f)
+    }
+}
+
+fn list(server: &ApiServer, def: &Arc<ResourceDef>, filter: Filter, q: &Query, acc: &Accept) -> Result<Response> {
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        Some(Ok(0)) | None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => return Err(ApiError::bad_request(format!("limit: invalid value {:?}", q["limit"]))),
+    };
+    let after = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => Some(decode_continue(c)?),
+        None => None,
+    };
+    // An exact name selects one object without a scan.
+    if let (Some(name), Some(ns)) = (filter.fields.exact_value("metadata.name"), filter.namespace.as_deref().or((!def.namespaced).then_some("")))
+    {
+        let rv = server.store.current_rv();
+        let objs: Vec<Arc<Obj>> = server.store.get(def, ns, name).into_iter().filter(|o| filter.matches(def, o)).collect();
+        return Ok(list_response(def, &objs, rv, None, acc, q));
+    }
+    let (objs, rv, more) = server.store.list(
+        def,
+        filter.namespace.as_deref(),
+        after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
+        |o| filter.matches(def, o),
+        limit,
+    );
+    let cont = more.then(|| objs.last().map(|o| encode_continue(&o.namespace, &o.name))).flatten();
+    Ok(list_response(def, &objs, rv, cont, acc, q))
+}
+
+fn watch(server: Arc<ApiServer>, def: Arc<ResourceDef>, filter: Filter, q: &Query, acc: &Accept) -> Result<Response> {
+    let from = match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+    };
+    let timeout = match q.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(t.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}")))?),
+        None => server.config.default_watch_timeout,
+    };
+    let render: Render = if acc.table {
+        let q = q.clone();
+        Box::new(move |def, o| Bytes::from(serde_json::to_vec(&to_table(def, &[o], &o.rv.to_string(), &q)).unwrap_or_default()))
+    } else {
+        Box::new(served_bytes)
+    };
+    let bookmarks = flag(q, "allowWatchBookmarks").then(|| bookmark_interval(server.config.bookmark_interval));
+    let (replay, rx, start_rv, done) = match server.store.watch(&def, from) {
+        Ok(w) => (w.replay.into(), w.rx, from.unwrap_or(w.rv).max(w.rv), false),
+        // kube's watcher relists on an ERROR event, not on an HTTP 410: answer 200 and say it in the stream.
+        Err(e) => {
+            let body = Body::from(crate::watch::error_line(&e));
+            return Ok(json_response_body(body));
+        }
+    };
+    let st = WatchStream {
+        server: server.clone(),
+        def,
+        filter,
+        replay,
+        rx,
+        start_rv,
+        deadline: tokio::time::Instant::now() + timeout,
+        bookmarks,
+        render,
+        done,
+    };
+    Ok(json_response_body(Body::from_stream(st.into_stream())))
+}
+
+fn json_response_body(body: Body) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(body)
+        .expect("static response parts")
+}

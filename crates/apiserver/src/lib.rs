@@ -1,0 +1,111 @@
+//! An embedded, Kubernetes-compatible API server.
+//!
+//! Controllers talk to it through a `kube::Client` ([`ApiServer::client`], in-process, no socket)
+//! or over HTTPS ([`serve::serve_https`]). Objects are stored as JSON, so fields this binary does
+//! not know survive a round trip.
+
+pub mod admission;
+pub mod discovery;
+pub mod error;
+pub mod http;
+pub mod logs;
+pub mod names;
+pub mod object;
+pub mod ops;
+pub mod persist;
+pub mod pods;
+pub mod resources;
+pub mod selector;
+pub mod serve;
+pub mod store;
+pub mod strategic_merge;
+pub mod table;
+pub mod tls;
+mod watch;
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+pub use crate::admission::{Admission, AdmissionHook};
+pub use crate::error::{ApiError, Cause};
+pub use crate::http::{ApiServer, ServerConfig};
+use crate::ops::Ctx;
+use crate::persist::Backend;
+use crate::resources::Registry;
+use crate::store::{Store, Txn};
+
+/// Namespaces every cluster starts with.
+pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl ApiServer {
+    /// A server over `backend`, with the system namespaces and preinstalled CRDs in place.
+    pub fn new(backend: Box<dyn Backend>, admission: Admission, config: ServerConfig) -> Result<Arc<ApiServer>, String> {
+        let registry = Arc::new(Registry::with_builtins());
+        let store = Store::open(backend, registry, config.store.clone())?;
+        let server = Arc::new(ApiServer { store, admission, config });
+        server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
+        Ok(server)
+    }
+
+    /// An in-memory server with default settings.
+    pub fn in_memory() -> Arc<ApiServer> {
+        ApiServer::new(Box::new(persist::Memory), Admission::default(), ServerConfig::default())
+            .expect("an empty in-memory store always opens")
+    }
+
+    fn bootstrap(&self) -> Result<(), ApiError> {
+        let reg = self.registry();
+        let ns_def = reg.get("", "v1", "namespaces").expect("built in");
+        let crd_def = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("built in");
+        let crds = jobset_api::crds::preinstalled().map_err(ApiError::internal)?;
+        let ctx = Ctx { admission: &self.admission };
+        self.store.write(|txn| {
+            for ns in SYSTEM_NAMESPACES {
+                if txn.get(&Txn::key(&ns_def, "", ns)).is_none() {
+                    ops::create(txn, &ctx, &ns_def, "", json!({"metadata": {"name": ns}}))?;
+                }
+            }
+            Ok(())
+        })?;
+        for crd in crds {
+            let name = crd.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+            self.store.write(|txn| {
+                if txn.get(&Txn::key(&crd_def, "", &name)).is_none() {
+                    ops::create(txn, &ctx, &crd_def, "", crd)?;
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A `kube::Client` bound to this server in-process: no network, no token. Needs a Tokio runtime.
+    pub fn client(self: &Arc<Self>) -> kube::Client {
+        kube::Client::new(self.router(), "default")
+    }
+
+    /// Deletes dependents whose owners are gone (objects created with an owner that no longer exists).
+    pub fn collect_garbage(&self) -> Result<(), ApiError> {
+        self.store.write(|txn| {
+            let candidates = txn.orphan_candidates();
+            ops::collect_orphans(txn, candidates)
+        })
+    }
+
+    /// Runs the garbage collector every `gc_interval` until the server is dropped elsewhere.
+    pub fn spawn_gc(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        let every = self.config.gc_interval;
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(s) = weak.upgrade() else { return };
+                if let Err(e) = s.collect_garbage() {
+                    tracing::warn!(error = %e, "garbage collection failed");
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,824 @@
+//! The semantics of every write: create, update, patch and delete (with finalizers and garbage
+//! collection), run inside one store transaction.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use crate::admission::Admission;
+use crate::error::{ApiError, Cause, Result};
+use crate::object::{Obj, meta_mut, meta_str, now_rfc3339};
+use crate::resources::{Propagation, ResourceDef};
+use crate::store::{Key, Txn};
+
+pub const FOREGROUND: &str = "foregroundDeletion";
+pub const ORPHAN: &str = "orphan";
+
+/// Which part of the object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The object: everything but `.status` (for kinds with a status subresource).
+    Main,
+    /// The `/status` subresource: only `.status`.
+    Status,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+    Apply { force: bool },
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> Option<PatchType> {
+        match ct.split(';').next().unwrap_or_default().trim() {
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Some(PatchType::Apply { force: false }),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    pub propagation: Option<Propagation>,
+    pub grace_period: Option<i64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_rv: Option<String>,
+}
+
+impl DeleteOptions {
+    /// Reads a `DeleteOptions` body (the query parameters are merged in by the caller).
+    pub fn from_json(v: &Value) -> Result<DeleteOptions> {
+        let mut o = DeleteOptions::default();
+        if let Some(p) = v.get("propagationPolicy").and_then(Value::as_str) {
+            o.propagation = Some(parse_propagation(p)?);
+        } else if let Some(orphan) = v.get("orphanDependents").and_then(Value::as_bool) {
+            o.propagation = Some(if orphan { Propagation::Orphan } else { Propagation::Background });
+        }
+        o.grace_period = v.get("gracePeriodSeconds").and_then(Value::as_i64);
+        o.precondition_uid = v.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+        o.precondition_rv = v.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_string);
+        Ok(o)
+    }
+}
+
+pub fn parse_propagation(p: &str) -> Result<Propagation> {
+    match p {
+        "Foreground" => Ok(Propagation::Foreground),
+        "Background" => Ok(Propagation::Background),
+        "Orphan" => Ok(Propagation::Orphan),
+        other => Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+        ))),
+    }
+}
+
+/// Everything a write needs besides the transaction.
+pub struct Ctx<'a> {
+    pub admission: &'a Admission,
+}
+
+fn random_suffix() -> String {
+    // Same alphabet as Kubernetes' utilrand.String: no vowels, no confusable characters.
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+}
+
+/// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent.
+fn check_type(def: &ResourceDef, body: &mut Value) -> Result<()> {
+    let Some(obj) = body.as_object_mut() else {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): expected a JSON object",
+            def.kind
+        )));
+    };
+    let want = def.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        Some(av) if av != want => {
+            // Any served version of the same group is the same object in storage.
+            let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+            if group != def.group || !av.contains('/') && !def.group.is_empty() {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({av}) does not match the expected API version ({want})"
+                )));
+            }
+        }
+        _ => {}
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        Some(k) if k != def.kind => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+        _ => {}
+    }
+    obj.insert("apiVersion".into(), Value::String(want));
+    obj.insert("kind".into(), Value::String(def.kind.clone()));
+    Ok(())
+}
+
+fn check_namespace(def: &ResourceDef, ns: &str, body: &mut Value) -> Result<()> {
+    let meta = meta_mut(body);
+    if def.namespaced {
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), Value::String(ns.to_string()));
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+fn validate_meta(def: &ResourceDef, v: &Value) -> Vec<Cause> {
+    let mut causes = vec![];
+    let name = meta_str(v, "name").unwrap_or_default();
+    let problems = if def.is_namespace() || (def.group.is_empty() && def.plural == "services") {
+        crate::names::dns1123_label(name)
+    } else if def.group.is_empty() && (def.plural == "events" || def.plural == "secrets" || def.plural == "configmaps") {
+        // Kubernetes only requires these names to be path segments.
+        path_segment(name)
+    } else {
+        crate::names::dns1123_subdomain(name)
+    };
+    for p in problems {
+        causes.push(Cause::invalid("metadata.name", name, &p));
+    }
+    if let Some(labels) = v.pointer("/metadata/labels") {
+        for (field, value, msg) in crate::names::validate_labels(labels, "metadata.labels") {
+            causes.push(Cause::invalid(field, value, &msg));
+        }
+    }
+    if let Some(ann) = v.pointer("/metadata/annotations") {
+        for (field, value, msg) in crate::names::validate_annotations(ann, "metadata.annotations") {
+            causes.push(Cause::invalid(field, value, &msg));
+        }
+    }
+    causes
+}
+
+fn path_segment(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|c| name.contains(*c))
+        .map(|c| format!("may not contain '{c}'"))
+        .collect()
+}
+
+/// Status a built-in kind starts with, as each kind's create strategy resets it.
+fn initial_status(def: &ResourceDef, body: &mut Value) {
+    if !def.has_status() {
+        return;
+    }
+    let obj = body.as_object_mut().expect("checked object");
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "pods") => {
+            obj.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
+        }
+        ("", "namespaces") => {
+            obj.insert("status".into(), json!({"phase": "Active"}));
+        }
+        // Node agents register with their status.
+        ("", "nodes") => {}
+        ("batch", "jobs") => {
+            obj.insert("status".into(), json!({}));
+        }
+        _ => {
+            obj.remove("status");
+        }
+    }
+}
+
+fn namespace_def(txn: &Txn<'_>) -> Arc<ResourceDef> {
+    txn.registry.get("", "v1", "namespaces").expect("namespaces are built in")
+}
+
+pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str, mut body: Value) -> Result<Arc<Obj>> {
+    check_type(def, &mut body)?;
+    check_namespace(def, ns, &mut body)?;
+    let meta = meta_mut(&mut body);
+    if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
+        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+    }
+    let name = match meta.get("name").and_then(Value::as_str) {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => match meta.get("generateName").and_then(Value::as_str) {
+            Some(g) if !g.is_empty() => format!("{g}{}", random_suffix()),
+            _ => {
+                return Err(ApiError::invalid(
+                    def,
+                    "",
+                    vec![Cause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "Required value: name or generateName is required".into(),
+                    }],
+                ));
+            }
+        },
+    };
+    meta.insert("name".into(), Value::String(name.clone()));
+    for k in ["deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"] {
+        meta.remove(k);
+    }
+    meta.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+    meta.insert("creationTimestamp".into(), Value::String(now_rfc3339()));
+    meta.insert("generation".into(), json!(1));
+    if def.is_namespace() {
+        let labels = meta.entry("labels").or_insert_with(|| json!({}));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert("kubernetes.io/metadata.name".into(), Value::String(name.clone()));
+        }
+        body["spec"] = json!({"finalizers": ["kubernetes"]});
+    }
+    initial_status(def, &mut body);
+    if def.namespaced {
+        let ns_obj = txn.get(&Txn::key(&namespace_def(txn), "", ns));
+        match ns_obj {
+            None => return Err(ApiError::not_found(&namespace_def(txn), ns)),
+            Some(n) if n.deleting => {
+                return Err(ApiError::forbidden(
+                    def,
+                    &name,
+                    format!("unable to create new content in namespace {ns} because it is being terminated"),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    ctx.admission.apply_defaults(def, &mut body, None);
+    let mut causes = validate_meta(def, &body);
+    causes.extend(ctx.admission.validate(def, &body, None));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, &name, causes));
+    }
+    if txn.get(&Txn::key(def, ns_of(def, ns), &name)).is_some() {
+        return Err(ApiError::already_exists(def, &name));
+    }
+    if def.is_crd() {
+        let defs = crate::resources::defs_from_crd(&body).map_err(|m| {
+            ApiError::invalid(def, &name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
+        })?;
+        crd_established(&mut body, &defs);
+    }
+    Ok(txn.put(def, body))
+}
+
+fn ns_of<'a>(def: &ResourceDef, ns: &'a str) -> &'a str {
+    if def.namespaced { ns } else { "" }
+}
+
+fn crd_established(body: &mut Value, defs: &[ResourceDef]) {
+    let now = now_rfc3339();
+    let names = body.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let stored: Vec<Value> = body
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool).unwrap_or(false))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let _ = defs;
+    body["status"] = json!({
+        "acceptedNames": names,
+        "storedVersions": stored,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now},
+            {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now},
+        ]
+    });
+}
+
+/// Everything outside `metadata` and `status`: what bumps `generation` when it changes.
+fn spec_part(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("metadata");
+        o.remove("status");
+    }
+    v
+}
+
+/// Replaces an object with `body`, keeping what the client may not change.
+#[allow(clippy::too_many_arguments)]
+pub fn update(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    mut body: Value,
+    target: Target,
+    cur: Option<Arc<Obj>>,
+) -> Result<Arc<Obj>> {
+    check_type(def, &mut body)?;
+    check_namespace(def, ns, &mut body)?;
+    match meta_str(&body, "name") {
+        Some(n) if n != name => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        _ => {
+            meta_mut(&mut body).insert("name".into(), Value::String(name.to_string()));
+        }
+    }
+    let key = Txn::key(def, ns_of(def, ns), name);
+    let Some(cur) = cur.or_else(|| txn.get(&key)) else { return Err(ApiError::not_found(def, name)) };
+    if let Some(rv) = meta_str(&body, "resourceVersion")
+        && !rv.is_empty()
+        && rv != cur.rv.to_string()
+    {
+        return Err(ApiError::stale(def, name));
+    }
+    let old = cur.value();
+    let mut new = match target {
+        Target::Main => {
+            let mut new = body;
+            if def.has_status() {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        new.as_object_mut().map(|o| o.remove("status"));
+                    }
+                }
+            }
+            new
+        }
+        Target::Status => {
+            let mut new = old.clone();
+            match body.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    new.as_object_mut().map(|o| o.remove("status"));
+                }
+            }
+            new
+        }
+    };
+    // Server-owned metadata always comes from the stored object.
+    {
+        let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        let meta = meta_mut(&mut new);
+        for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion", "namespace"] {
+            match old_meta.get(k) {
+                Some(v) => meta.insert(k.into(), v.clone()),
+                None => meta.remove(k),
+            };
+        }
+        meta.remove("managedFields");
+        meta.remove("selfLink");
+    }
+    if target == Target::Main {
+        ctx.admission.apply_defaults(def, &mut new, Some(&old));
+        if cur.deleting {
+            let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
+            let added: Vec<String> = meta_list(&new, "finalizers").into_iter().filter(|f| !old_f.contains(&f.as_str())).collect();
+            if !added.is_empty() {
+                return Err(ApiError::invalid(
+                    def,
+                    name,
+                    vec![Cause::forbidden("metadata.finalizers", &format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"))],
+                ));
+            }
+        }
+        let mut causes = validate_meta(def, &new);
+        causes.extend(ctx.admission.validate(def, &new, Some(&old)));
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(def, name, causes));
+        }
+    }
+    if def.is_crd() {
+        crate::resources::defs_from_crd(&new).map_err(|m| {
+            ApiError::invalid(def, name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
+        })?;
+    }
+    if new == old {
+        return Ok(cur);
+    }
+    if spec_part(&new) != spec_part(&old) {
+        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    let obj = txn.put(def, new);
+    let mut work = VecDeque::new();
+    for o in &cur.owners {
+        work.push_back(Work::CheckOwner(o.uid.clone()));
+    }
+    if obj.deleting {
+        work.push_back(Work::MaybeRemove(key));
+    }
+    settle(txn, work)?;
+    Ok(txn.get(&Txn::key(def, ns_of(def, ns), name)).unwrap_or(obj))
+}
+
+fn meta_list(v: &Value, key: &str) -> Vec<String> {
+    v.get("metadata")
+        .and_then(|m| m.get(key))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// Kubernetes' JSON Patch: like RFC 6902, except that `test` of a missing path against `null` succeeds.
+pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: invalid JSON patch: {e}")))?;
+    for (i, op) in ops.0.into_iter().enumerate() {
+        if let json_patch::PatchOperation::Test(t) = &op
+            && t.value.is_null()
+            && doc.pointer(t.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch(doc, &[op]).map_err(|e| {
+            ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: operation {i}: {e}"))
+        })?;
+    }
+    Ok(())
+}
+
+fn parse_apply_body(body: &[u8]) -> Result<Value> {
+    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("apply patch is not UTF-8: {e}")))?;
+    let v: Value = serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    Ok(v)
+}
+
+/// Applies a patch of any supported type; a server-side apply to a missing object creates it.
+#[allow(clippy::too_many_arguments)]
+pub fn patch(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    kind: PatchType,
+    body: &[u8],
+    target: Target,
+) -> Result<(Arc<Obj>, bool)> {
+    let patch: Value = match kind {
+        PatchType::Apply { .. } => parse_apply_body(body)?,
+        _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
+    };
+    if kind == PatchType::Strategic && !def.builtin {
+        return Err(ApiError::unsupported_media(def, "application/strategic-merge-patch+json"));
+    }
+    if let PatchType::Apply { .. } = kind {
+        for field in ["apiVersion", "kind"] {
+            if patch.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                return Err(ApiError::bad_request(format!("invalid object type: /, Kind= (apply configuration must set {field})")));
+            }
+        }
+        if let Some(n) = meta_str(&patch, "name")
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    let key = Txn::key(def, ns_of(def, ns), name);
+    let Some(cur) = txn.get(&key) else {
+        if let PatchType::Apply { .. } = kind {
+            let mut obj = patch;
+            meta_mut(&mut obj).insert("name".into(), Value::String(name.to_string()));
+            return Ok((create(txn, ctx, def, ns, obj)?, true));
+        }
+        return Err(ApiError::not_found(def, name));
+    };
+    let mut doc = cur.value();
+    match kind {
+        PatchType::Merge => {
+            if !patch.is_object() {
+                return Err(ApiError::bad_request("merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut doc, &patch)
+        }
+        PatchType::Json => json_patch(&mut doc, &patch)?,
+        PatchType::Strategic => {
+            doc = crate::strategic_merge::apply(&def.kind, &doc, &patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        // Field ownership is not tracked: applying merges the configuration into the live object
+        // (by merge keys for built-ins), so fields a manager stops applying are left in place.
+        PatchType::Apply { .. } => {
+            doc = if def.builtin {
+                crate::strategic_merge::apply(&def.kind, &doc, &patch).map_err(|e| ApiError::bad_request(e.to_string()))?
+            } else {
+                let mut d = doc;
+                json_patch::merge(&mut d, &patch);
+                d
+            };
+        }
+    }
+    // A resourceVersion the patch sets is a precondition; one it leaves alone is not.
+    if meta_str(&doc, "resourceVersion") == Some(cur.rv.to_string().as_str()) {
+        meta_mut(&mut doc).remove("resourceVersion");
+    }
+    Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur))?, false))
+}
+
+/// What became of a delete request.
+pub struct Deleted {
+    /// The object as removed (with the deletion's resourceVersion), or as it now stands while it waits.
+    pub obj: Arc<Obj>,
+    pub removed: bool,
+}
+
+pub fn delete(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Deleted> {
+    let key = Txn::key(def, ns_of(def, ns), name);
+    let Some(cur) = txn.get(&key) else { return Err(ApiError::not_found(def, name)) };
+    if let Some(uid) = &opts.precondition_uid
+        && uid != &cur.uid
+    {
+        return Err(ApiError::conflict(
+            def,
+            name,
+            &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", cur.uid),
+        ));
+    }
+    if let Some(rv) = &opts.precondition_rv
+        && rv != &cur.rv.to_string()
+    {
+        return Err(ApiError::conflict(
+            def,
+            name,
+            &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv),
+        ));
+    }
+    if def.is_namespace() && name == "default" {
+        return Err(ApiError::forbidden(def, name, "this namespace may not be deleted"));
+    }
+    let mut work = VecDeque::new();
+    delete_key(txn, def, &key, opts, &mut work)?;
+    settle(txn, work)?;
+    Ok(match txn.get(&key) {
+        Some(o) if o.uid == cur.uid => Deleted { obj: o, removed: false },
+        _ => Deleted { obj: txn.removed_obj(&key).unwrap_or(cur), removed: true },
+    })
+}
+
+/// Deferred garbage-collection steps, run to a fixpoint within the same transaction.
+enum Work {
+    /// An object is gone: its dependents may now be orphans to collect.
+    Removed { uid: String, owners: Vec<String>, namespace: Option<String> },
+    /// An owner is being deleted in the foreground: delete its dependents.
+    DeleteDependents(String),
+    /// An owner waiting for its dependents may be able to drop `foregroundDeletion`.
+    CheckOwner(String),
+    /// A deleting object may have no finalizers left.
+    MaybeRemove(Key),
+    /// A terminating namespace may now be empty.
+    Namespace(String),
+}
+
+fn def_of(txn: &Txn<'_>, key: &Key) -> Result<Arc<ResourceDef>> {
+    txn.registry.by_storage_key(&key.0).ok_or_else(|| ApiError::internal(format!("no resource serves {}", key.0)))
+}
+
+fn pod_grace(def: &ResourceDef, v: &Value, requested: Option<i64>) -> i64 {
+    if !def.graceful() {
+        return 0;
+    }
+    let bound = v.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+    let terminal = matches!(v.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    if !bound || terminal {
+        return 0;
+    }
+    requested
+        .or_else(|| v.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+        .unwrap_or(30)
+        .max(0)
+}
+
+fn delete_key(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, opts: &DeleteOptions, work: &mut VecDeque<Work>) -> Result<()> {
+    let Some(cur) = txn.get(key) else { return Ok(()) };
+    let mut v = cur.value();
+    let grace = pod_grace(def, &v, opts.grace_period);
+    if cur.deleting {
+        // A second delete may only shorten the grace period (a force delete confirms termination).
+        if def.graceful() && cur.grace.is_none_or(|g| grace < g) {
+            let meta = meta_mut(&mut v);
+            meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+            meta.insert("deletionTimestamp".into(), json!(timestamp_in(grace)));
+            txn.put(def, v);
+            work.push_back(Work::MaybeRemove(key.clone()));
+        }
+        return Ok(());
+    }
+    let propagation = opts.propagation.unwrap_or_else(|| def.default_propagation());
+    let mut finalizers = cur.finalizers.clone();
+    let has_dependents = !txn.dependents(&cur.uid).is_empty();
+    match propagation {
+        Propagation::Foreground if has_dependents && !finalizers.iter().any(|f| f == FOREGROUND) => finalizers.push(FOREGROUND.into()),
+        Propagation::Orphan if has_dependents && !finalizers.iter().any(|f| f == ORPHAN) => finalizers.push(ORPHAN.into()),
+        _ => {}
+    }
+    if def.is_namespace() {
+        v["status"] = json!({"phase": "Terminating"});
+    }
+    if finalizers.is_empty() && grace == 0 && !(def.is_namespace() && !txn.keys_in_namespace(&cur.name).is_empty()) {
+        remove(txn, def, key, work);
+        return Ok(());
+    }
+    let meta = meta_mut(&mut v);
+    meta.insert("deletionTimestamp".into(), json!(timestamp_in(grace)));
+    meta.insert("deletionGracePeriodSeconds".into(), json!(grace));
+    if !finalizers.is_empty() {
+        meta.insert("finalizers".into(), json!(finalizers));
+    }
+    txn.put(def, v);
+    if def.is_namespace() {
+        for k in txn.keys_in_namespace(&cur.name) {
+            let d = def_of(txn, &k)?;
+            delete_key(txn, &d, &k, &DeleteOptions::default(), work)?;
+        }
+        work.push_back(Work::Namespace(cur.name.clone()));
+    }
+    if finalizers.iter().any(|f| f == FOREGROUND) {
+        work.push_back(Work::DeleteDependents(cur.uid.clone()));
+    }
+    if finalizers.iter().any(|f| f == ORPHAN) {
+        for (dk, dep) in txn.dependents(&cur.uid) {
+            drop_owner_refs(txn, &dk, &dep, &[cur.uid.as_str()])?;
+        }
+        remove_finalizer(txn, def, key, ORPHAN);
+        work.push_back(Work::MaybeRemove(key.clone()));
+    }
+    Ok(())
+}
+
+fn timestamp_in(secs: i64) -> String {
+    let t = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs);
+    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+}
+
+fn remove(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, work: &mut VecDeque<Work>) {
+    if let Some(obj) = txn.remove(def, key) {
+        if def.is_crd() {
+            // Deleting a CRD deletes every custom resource it defined.
+            let v = obj.value();
+            let group = v.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+            let plural = v.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+            let storage_key = format!("{group}/{plural}");
+            if let Some(cr_def) = txn.registry.by_storage_key(&storage_key) {
+                for k in txn.keys_of(&storage_key) {
+                    remove(txn, &cr_def, &k, work);
+                }
+            }
+        }
+        work.push_back(Work::Removed {
+            uid: obj.uid.clone(),
+            owners: obj.owners.iter().map(|o| o.uid.clone()).collect(),
+            namespace: (!obj.namespace.is_empty()).then(|| obj.namespace.clone()),
+        });
+    }
+}
+
+fn remove_finalizer(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, finalizer: &str) {
+    let Some(cur) = txn.get(key) else { return };
+    let mut v = cur.value();
+    let rest: Vec<String> = cur.finalizers.iter().filter(|f| *f != finalizer).cloned().collect();
+    let meta = meta_mut(&mut v);
+    if rest.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), json!(rest));
+    }
+    txn.put(def, v);
+}
+
+fn drop_owner_refs(txn: &mut Txn<'_>, key: &Key, dep: &Obj, uids: &[&str]) -> Result<()> {
+    let def = def_of(txn, key)?;
+    let mut v = dep.value();
+    let meta = meta_mut(&mut v);
+    if let Some(Value::Array(refs)) = meta.get_mut("ownerReferences") {
+        refs.retain(|r| !r.get("uid").and_then(Value::as_str).is_some_and(|u| uids.contains(&u)));
+        if refs.is_empty() {
+            meta.remove("ownerReferences");
+        }
+    }
+    txn.put(&def, v);
+    Ok(())
+}
+
+fn is_waiting_for_dependents(o: &Obj) -> bool {
+    o.deleting && o.finalizers.iter().any(|f| f == FOREGROUND)
+}
+
+/// The garbage collector's decision for one dependent whose owners changed (kube's attemptToDeleteItem).
+fn collect_dependent(txn: &mut Txn<'_>, key: &Key, dep: &Arc<Obj>, work: &mut VecDeque<Work>) -> Result<()> {
+    if dep.deleting {
+        return Ok(());
+    }
+    let (mut solid, mut gone, mut waiting) = (vec![], vec![], vec![]);
+    for r in &dep.owners {
+        match txn.by_uid(&r.uid) {
+            None => gone.push(r.uid.as_str()),
+            Some((_, o)) if is_waiting_for_dependents(&o) => waiting.push(r.uid.as_str()),
+            Some(_) => solid.push(r.uid.as_str()),
+        }
+    }
+    if !solid.is_empty() {
+        if !gone.is_empty() || !waiting.is_empty() {
+            let drop: Vec<&str> = gone.iter().chain(waiting.iter()).copied().collect();
+            drop_owner_refs(txn, key, dep, &drop)?;
+            for w in waiting {
+                work.push_back(Work::CheckOwner(w.to_string()));
+            }
+        }
+        return Ok(());
+    }
+    if gone.is_empty() && waiting.is_empty() {
+        return Ok(());
+    }
+    let def = def_of(txn, key)?;
+    let has_dependents = !txn.dependents(&dep.uid).is_empty();
+    let propagation = if !waiting.is_empty() && has_dependents { Propagation::Foreground } else { Propagation::Background };
+    delete_key(txn, &def, key, &DeleteOptions { propagation: Some(propagation), ..Default::default() }, work)
+}
+
+fn settle(txn: &mut Txn<'_>, mut work: VecDeque<Work>) -> Result<()> {
+    while let Some(w) = work.pop_front() {
+        match w {
+            Work::Removed { uid, owners, namespace } => {
+                for (k, dep) in txn.dependents(&uid) {
+                    collect_dependent(txn, &k, &dep, &mut work)?;
+                }
+                for o in owners {
+                    work.push_back(Work::CheckOwner(o));
+                }
+                if let Some(ns) = namespace {
+                    work.push_back(Work::Namespace(ns));
+                }
+            }
+            Work::DeleteDependents(uid) => {
+                for (k, dep) in txn.dependents(&uid) {
+                    collect_dependent(txn, &k, &dep, &mut work)?;
+                }
+                work.push_back(Work::CheckOwner(uid));
+            }
+            Work::CheckOwner(uid) => {
+                let Some((key, owner)) = txn.by_uid(&uid) else { continue };
+                if !is_waiting_for_dependents(&owner) {
+                    continue;
+                }
+                let blocked = txn
+                    .dependents(&uid)
+                    .iter()
+                    .any(|(_, d)| d.owners.iter().any(|r| r.uid == uid && r.block_owner_deletion));
+                if !blocked {
+                    let def = def_of(txn, &key)?;
+                    remove_finalizer(txn, &def, &key, FOREGROUND);
+                    work.push_back(Work::MaybeRemove(key));
+                }
+            }
+            Work::MaybeRemove(key) => {
+                let Some(o) = txn.get(&key) else { continue };
+                if o.deleting && o.finalizers.is_empty() && o.grace.is_none_or(|g| g == 0) {
+                    let def = def_of(txn, &key)?;
+                    if def.is_namespace() && !txn.keys_in_namespace(&o.name).is_empty() {
+                        continue;
+                    }
+                    remove(txn, &def, &key, &mut work);
+                }
+            }
+            Work::Namespace(ns) => {
+                let def = namespace_def(txn);
+                let key = Txn::key(&def, "", &ns);
+                if txn.get(&key).is_some_and(|o| o.deleting) && txn.keys_in_namespace(&ns).is_empty() {
+                    work.push_back(Work::MaybeRemove(key));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes dependents whose owners no longer exist (for example created after their owner went away).
+pub fn collect_orphans(txn: &mut Txn<'_>, candidates: Vec<(Key, Arc<Obj>)>) -> Result<()> {
+    let mut work = VecDeque::new();
+    for (k, o) in candidates {
+        collect_dependent(txn, &k, &o, &mut work)?;
+    }
+    settle(txn, work)
+}

@@ -1,0 +1,143 @@
+//! Durable storage behind the in-memory store: nothing (in memory) or a redb file.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use crate::store::Key;
+
+pub struct PersistedChange<'a> {
+    pub key: &'a Key,
+    /// The new bytes, or `None` for a removal.
+    pub raw: Option<&'a Bytes>,
+}
+
+#[derive(Default)]
+pub struct Loaded {
+    pub rv: u64,
+    pub objects: Vec<(Key, Bytes)>,
+}
+
+pub trait Backend: Send + Sync {
+    fn load(&self) -> Result<Loaded, String>;
+    /// Makes the change set and the new resourceVersion counter durable, atomically.
+    fn persist(&self, rv: u64, changes: &[PersistedChange<'_>]) -> Result<(), String>;
+    /// Whether `persist` waits for the disk.
+    fn durable(&self) -> bool {
+        true
+    }
+}
+
+/// No persistence: the store lives and dies with the process.
+pub struct Memory;
+
+impl Backend for Memory {
+    fn load(&self) -> Result<Loaded, String> {
+        Ok(Loaded::default())
+    }
+    fn persist(&self, _rv: u64, _changes: &[PersistedChange<'_>]) -> Result<(), String> {
+        Ok(())
+    }
+    fn durable(&self) -> bool {
+        false
+    }
+}
+
+const OBJECTS: TableDefinition<&str, &[u8]> = TableDefinition::new("objects");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const FORMAT_KEY: &str = "format";
+const FORMAT: &[u8] = b"jobset-apiserver/v1";
+const RV_KEY: &str = "resourceVersion";
+
+/// One redb file: every object under `storage-key\0namespace\0name`, plus the resourceVersion counter.
+pub struct Redb {
+    db: Database,
+    path: PathBuf,
+}
+
+fn encode(key: &Key) -> String {
+    format!("{}\0{}\0{}", key.0, key.1, key.2)
+}
+
+fn decode(s: &str) -> Option<Key> {
+    let mut it = s.split('\0');
+    Some((it.next()?.to_string(), it.next()?.to_string(), it.next()?.to_string()))
+}
+
+impl Redb {
+    pub const FILE: &'static str = "store.redb";
+
+    /// Opens (or creates) `dir/store.redb`. A file that is not a jobset store is an error, never an empty cluster.
+    pub fn open(dir: &Path) -> Result<Redb, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create data dir: {e}", dir.display()))?;
+        let path = dir.join(Self::FILE);
+        let existed = path.exists();
+        let db = if existed { Database::open(&path) } else { Database::create(&path) }
+            .map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
+        let me = Redb { db, path };
+        if existed {
+            let txn = me.db.begin_read().map_err(|e| me.err(e))?;
+            let ok = match txn.open_table(META) {
+                Ok(t) => t.get(FORMAT_KEY).map_err(|e| me.err(e))?.is_some_and(|v| v.value() == FORMAT),
+                Err(_) => false,
+            };
+            if !ok {
+                return Err(format!("{}: not a jobset data file (format marker missing)", me.path.display()));
+            }
+        } else {
+            let txn = me.db.begin_write().map_err(|e| me.err(e))?;
+            {
+                let mut meta = txn.open_table(META).map_err(|e| me.err(e))?;
+                meta.insert(FORMAT_KEY, FORMAT).map_err(|e| me.err(e))?;
+                meta.insert(RV_KEY, 0u64.to_be_bytes().as_slice()).map_err(|e| me.err(e))?;
+                txn.open_table(OBJECTS).map_err(|e| me.err(e))?;
+            }
+            txn.commit().map_err(|e| me.err(e))?;
+        }
+        Ok(me)
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> String {
+        format!("{}: {e}", self.path.display())
+    }
+}
+
+impl Backend for Redb {
+    fn load(&self) -> Result<Loaded, String> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let meta = txn.open_table(META).map_err(|e| self.err(e))?;
+        let rv = meta
+            .get(RV_KEY)
+            .map_err(|e| self.err(e))?
+            .and_then(|v| <[u8; 8]>::try_from(v.value()).ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| self.err("resourceVersion counter missing or corrupt"))?;
+        let table = txn.open_table(OBJECTS).map_err(|e| self.err(e))?;
+        let mut objects = vec![];
+        for entry in table.iter().map_err(|e| self.err(e))? {
+            let (k, v) = entry.map_err(|e| self.err(e))?;
+            let key = decode(k.value()).ok_or_else(|| self.err(format!("corrupt key {:?}", k.value())))?;
+            objects.push((key, Bytes::copy_from_slice(v.value())));
+        }
+        Ok(Loaded { rv, objects })
+    }
+
+    fn persist(&self, rv: u64, changes: &[PersistedChange<'_>]) -> Result<(), String> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut table = txn.open_table(OBJECTS).map_err(|e| self.err(e))?;
+            for c in changes {
+                let k = encode(c.key);
+                match c.raw {
+                    Some(raw) => table.insert(k.as_str(), raw.as_ref()).map(drop),
+                    None => table.remove(k.as_str()).map(drop),
+                }
+                .map_err(|e| self.err(e))?;
+            }
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            meta.insert(RV_KEY, rv.to_be_bytes().as_slice()).map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}

@@ -1,0 +1,419 @@
+//! The object store: one global resourceVersion, per-resource tables, watch history and fan-out.
+//!
+//! Every write runs as a [`Txn`] under one lock: the change set (including garbage-collection
+//! cascades) is persisted by the [`Backend`] first, and only then applied in memory and broadcast.
+//! A write is therefore acknowledged only once it is durable, and watchers never see a change that
+//! could be lost.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::error::ApiError;
+use crate::object::{Obj, meta_mut};
+use crate::persist::{Backend, PersistedChange};
+use crate::resources::{Registry, ResourceDef};
+
+/// (storage key, namespace, name).
+pub type Key = (String, String, String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Event {
+    pub rv: u64,
+    pub kind: EventType,
+    /// The object after the change; for DELETED, the last state stamped with the deletion's resourceVersion.
+    pub obj: Arc<Obj>,
+    pub prev: Option<Arc<Obj>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Events kept per resource for watches that start from a resourceVersion.
+    pub watch_history: usize,
+    /// Events a watcher may fall behind before it is sent a 410 and must relist.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { watch_history: 10_000, watch_buffer: 20_000 }
+    }
+}
+
+struct Table {
+    objects: BTreeMap<(String, String), Arc<Obj>>,
+    history: VecDeque<Arc<Event>>,
+    /// Events at or below this resourceVersion are no longer in `history`.
+    compacted: u64,
+    tx: broadcast::Sender<Arc<Event>>,
+}
+
+struct State {
+    rv: u64,
+    tables: HashMap<String, Table>,
+    uids: HashMap<String, Key>,
+    /// owner uid → keys that named it in ownerReferences (a superset: entries are checked on use).
+    dependents: HashMap<String, HashSet<Key>>,
+}
+
+impl State {
+    fn table(&mut self, key: &str, cfg: &StoreConfig) -> &mut Table {
+        let start = self.rv;
+        self.tables.entry(key.to_string()).or_insert_with(|| Table {
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            compacted: start,
+            tx: broadcast::channel(cfg.watch_buffer.max(1)).0,
+        })
+    }
+    fn lookup(&self, key: &Key) -> Option<&Arc<Obj>> {
+        self.tables.get(&key.0)?.objects.get(&(key.1.clone(), key.2.clone()))
+    }
+}
+
+pub struct Store {
+    state: Mutex<State>,
+    backend: Box<dyn Backend>,
+    pub registry: Arc<Registry>,
+    config: StoreConfig,
+}
+
+/// What a watch starts from: the events to replay and the live feed after them.
+pub struct WatchStart {
+    pub replay: Vec<Arc<Event>>,
+    pub rx: broadcast::Receiver<Arc<Event>>,
+    pub rv: u64,
+}
+
+impl Store {
+    /// Opens the store, loading whatever the backend holds.
+    pub fn open(backend: Box<dyn Backend>, registry: Arc<Registry>, config: StoreConfig) -> Result<Store, String> {
+        let loaded = backend.load()?;
+        let mut state = State { rv: loaded.rv, tables: HashMap::new(), uids: HashMap::new(), dependents: HashMap::new() };
+        // CRDs first, so that custom resources stored after them can be indexed with their definition.
+        for (skey, raw) in loaded.objects.iter().filter(|(k, _)| k.0.starts_with("apiextensions.k8s.io/")) {
+            let v: Value = serde_json::from_slice(raw).map_err(|e| format!("stored object {skey:?} is not JSON: {e}"))?;
+            for def in crate::resources::defs_from_crd(&v).unwrap_or_default() {
+                registry.add(def);
+            }
+        }
+        let store_defs: HashMap<String, Arc<ResourceDef>> =
+            registry.all().into_iter().map(|d| (d.storage_key(), d)).collect();
+        for (key, raw) in loaded.objects {
+            let v: Value = serde_json::from_slice(&raw).map_err(|e| format!("stored object {key:?} is not JSON: {e}"))?;
+            let Some(def) = store_defs.get(&key.0) else {
+                return Err(format!("stored object {key:?} is of a resource this server does not serve"));
+            };
+            let obj = Arc::new(Obj::new(def, &v));
+            index(&mut state, &key, None, Some(&obj));
+            state.table(&key.0, &config).objects.insert((key.1, key.2), obj);
+        }
+        for t in state.tables.values_mut() {
+            t.compacted = loaded.rv;
+        }
+        Ok(Store { state: Mutex::new(state), backend, registry, config })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn durable(&self) -> bool {
+        self.backend.durable()
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<Obj>> {
+        self.lock().lookup(&(def.storage_key(), ns.to_string(), name.to_string())).cloned()
+    }
+
+    /// Objects of a resource (optionally in one namespace) in key order, starting after `after`.
+    pub fn list(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        after: Option<(&str, &str)>,
+        mut filter: impl FnMut(&Obj) -> bool,
+        limit: Option<usize>,
+    ) -> (Vec<Arc<Obj>>, u64, bool) {
+        let state = self.lock();
+        let rv = state.rv;
+        let Some(table) = state.tables.get(&def.storage_key()) else { return (vec![], rv, false) };
+        let mut out = Vec::new();
+        let iter: Box<dyn Iterator<Item = (&(String, String), &Arc<Obj>)>> = match ns {
+            Some(ns) => Box::new(
+                table
+                    .objects
+                    .range((ns.to_string(), String::new())..)
+                    .take_while(move |((n, _), _)| n == ns),
+            ),
+            None => Box::new(table.objects.iter()),
+        };
+        for ((n, name), obj) in iter {
+            if let Some((an, aname)) = after
+                && (n.as_str(), name.as_str()) <= (an, aname)
+            {
+                continue;
+            }
+            if filter(obj) {
+                if limit.is_some_and(|l| out.len() >= l) {
+                    return (out, rv, true);
+                }
+                out.push(obj.clone());
+            }
+        }
+        (out, rv, false)
+    }
+
+    /// Starts a watch: from `from` (exclusive) when given, else with a synthetic ADDED per current object.
+    pub fn watch(&self, def: &ResourceDef, from: Option<u64>) -> Result<WatchStart, ApiError> {
+        let mut state = self.lock();
+        let rv = state.rv;
+        let table = state.table(&def.storage_key(), &self.config);
+        let rx = table.tx.subscribe();
+        let replay = match from {
+            None => table
+                .objects
+                .values()
+                .map(|o| Arc::new(Event { rv: o.rv, kind: EventType::Added, obj: o.clone(), prev: None }))
+                .collect(),
+            Some(from) if from < table.compacted => {
+                return Err(ApiError::gone(format!("too old resource version: {from} ({})", table.compacted + 1)));
+            }
+            Some(from) => table.history.iter().filter(|e| e.rv > from).cloned().collect(),
+        };
+        Ok(WatchStart { replay, rx, rv })
+    }
+
+    /// Runs `f` as one atomic, durable write.
+    pub fn write<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<R, ApiError>) -> Result<R, ApiError> {
+        let mut state = self.lock();
+        let mut txn = Txn { state: &state, registry: &self.registry, rv: state.rv, overlay: HashMap::new(), changes: vec![] };
+        let out = f(&mut txn)?;
+        let Txn { rv, overlay, changes, .. } = txn;
+        if changes.is_empty() {
+            return Ok(out);
+        }
+        let persisted: Vec<PersistedChange<'_>> =
+            overlay.iter().map(|(k, v)| PersistedChange { key: k, raw: v.as_ref().map(|(_, o)| &o.raw) }).collect();
+        self.backend.persist(rv, &persisted).map_err(|e| ApiError::internal(format!("storage: {e}")))?;
+        drop(persisted);
+        state.rv = rv;
+        for change in changes {
+            let Change { key, def, obj, prev, kind } = change;
+            index(&mut state, &key, prev.as_ref(), if kind == EventType::Deleted { None } else { Some(&obj) });
+            let table = state.table(&def.storage_key(), &self.config);
+            match kind {
+                EventType::Deleted => table.objects.remove(&(key.1.clone(), key.2.clone())),
+                _ => table.objects.insert((key.1.clone(), key.2.clone()), obj.clone()),
+            };
+            let ev = Arc::new(Event { rv: obj.rv, kind, obj, prev });
+            table.history.push_back(ev.clone());
+            while table.history.len() > self.config.watch_history {
+                if let Some(old) = table.history.pop_front() {
+                    table.compacted = old.rv;
+                }
+            }
+            // No receivers is fine: nobody watches this resource right now.
+            let _ = table.tx.send(ev.clone());
+            if def.is_crd() {
+                self.crd_changed(&ev);
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
+    /// Serves (or stops serving) what a CustomResourceDefinition defines.
+    fn crd_changed(&self, ev: &Event) {
+        let v = ev.obj.value();
+        if let Some(prev) = &ev.prev {
+            let p = prev.value();
+            let group = p.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+            let plural = p.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or_default();
+            self.registry.remove(group, plural);
+        }
+        if ev.kind != EventType::Deleted {
+            for def in crate::resources::defs_from_crd(&v).unwrap_or_default() {
+                self.registry.add(def);
+            }
+        }
+    }
+
+    /// A resourceVersion a watcher may bookmark: the current one, if the watcher has seen every event up to it.
+    pub fn bookmark_rv(&self, rx: &broadcast::Receiver<Arc<Event>>) -> Option<u64> {
+        let state = self.lock();
+        rx.is_empty().then_some(state.rv)
+    }
+}
+
+fn index(state: &mut State, key: &Key, prev: Option<&Arc<Obj>>, next: Option<&Arc<Obj>>) {
+    if let Some(p) = prev {
+        if next.is_none_or(|n| n.uid != p.uid) {
+            state.uids.remove(&p.uid);
+        }
+        for o in &p.owners {
+            if next.is_none_or(|n| !n.owners.iter().any(|x| x.uid == o.uid))
+                && let Some(set) = state.dependents.get_mut(&o.uid)
+            {
+                set.remove(key);
+                if set.is_empty() {
+                    state.dependents.remove(&o.uid);
+                }
+            }
+        }
+    }
+    if let Some(n) = next {
+        state.uids.insert(n.uid.clone(), key.clone());
+        for o in &n.owners {
+            state.dependents.entry(o.uid.clone()).or_default().insert(key.clone());
+        }
+    }
+}
+
+struct Change {
+    key: Key,
+    def: Arc<ResourceDef>,
+    obj: Arc<Obj>,
+    prev: Option<Arc<Obj>>,
+    kind: EventType,
+}
+
+/// A write in progress: reads see the transaction's own changes.
+pub struct Txn<'a> {
+    state: &'a State,
+    pub registry: &'a Registry,
+    rv: u64,
+    overlay: HashMap<Key, Option<(Arc<ResourceDef>, Arc<Obj>)>>,
+    changes: Vec<Change>,
+}
+
+impl Txn<'_> {
+    pub fn key(def: &ResourceDef, ns: &str, name: &str) -> Key {
+        (def.storage_key(), ns.to_string(), name.to_string())
+    }
+
+    pub fn get(&self, key: &Key) -> Option<Arc<Obj>> {
+        match self.overlay.get(key) {
+            Some(v) => v.as_ref().map(|(_, o)| o.clone()),
+            None => self.state.lookup(key).cloned(),
+        }
+    }
+
+    pub fn by_uid(&self, uid: &str) -> Option<(Key, Arc<Obj>)> {
+        let key = self.state.uids.get(uid)?;
+        let obj = self.get(key)?;
+        (obj.uid == uid).then(|| (key.clone(), obj))
+    }
+
+    /// Objects that currently list `uid` among their owners.
+    pub fn dependents(&self, uid: &str) -> Vec<(Key, Arc<Obj>)> {
+        let mut out: Vec<(Key, Arc<Obj>)> = self
+            .state
+            .dependents
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| Some((k.clone(), self.get(k)?)))
+            .filter(|(_, o)| o.owners.iter().any(|r| r.uid == uid))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Keys of every object in a namespace, across all resources.
+    pub fn keys_in_namespace(&self, ns: &str) -> Vec<Key> {
+        let mut out = vec![];
+        for (skey, table) in &self.state.tables {
+            for ((n, name), _) in table.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns) {
+                let key = (skey.clone(), n.clone(), name.clone());
+                if self.get(&key).is_some() {
+                    out.push(key);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Stores `value` (already validated) under a new resourceVersion and returns the stored object.
+    pub fn put(&mut self, def: &Arc<ResourceDef>, mut value: Value) -> Arc<Obj> {
+        self.rv += 1;
+        meta_mut(&mut value).insert("resourceVersion".into(), Value::String(self.rv.to_string()));
+        let obj = Arc::new(Obj::new(def, &value));
+        let key = Txn::key(def, &obj.namespace, &obj.name);
+        let prev = self.get(&key);
+        let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
+        self.overlay.insert(key.clone(), Some((def.clone(), obj.clone())));
+        self.changes.push(Change { key, def: def.clone(), obj: obj.clone(), prev, kind });
+        obj
+    }
+
+    /// Removes an object; the DELETED event carries its last state at a new resourceVersion.
+    pub fn remove(&mut self, def: &Arc<ResourceDef>, key: &Key) -> Option<Arc<Obj>> {
+        let prev = self.get(key)?;
+        self.rv += 1;
+        let mut value = prev.value();
+        meta_mut(&mut value).insert("resourceVersion".into(), Value::String(self.rv.to_string()));
+        let obj = Arc::new(Obj::new(def, &value));
+        self.overlay.insert(key.clone(), None);
+        self.changes.push(Change { key: key.clone(), def: def.clone(), obj: obj.clone(), prev: Some(prev), kind: EventType::Deleted });
+        Some(obj)
+    }
+
+    /// The last state of an object this transaction removed.
+    pub fn removed_obj(&self, key: &Key) -> Option<Arc<Obj>> {
+        self.changes.iter().rev().find(|c| &c.key == key && c.kind == EventType::Deleted).map(|c| c.obj.clone())
+    }
+
+    /// Keys of every object stored under one storage key.
+    pub fn keys_of(&self, storage_key: &str) -> Vec<Key> {
+        let Some(table) = self.state.tables.get(storage_key) else { return vec![] };
+        table
+            .objects
+            .keys()
+            .map(|(ns, name)| (storage_key.to_string(), ns.clone(), name.clone()))
+            .filter(|k| self.get(k).is_some())
+            .collect()
+    }
+}
+
+impl Txn<'_> {
+    /// Objects naming an owner uid that no object has.
+    pub fn orphan_candidates(&self) -> Vec<(Key, Arc<Obj>)> {
+        let mut out: Vec<(Key, Arc<Obj>)> = self
+            .state
+            .dependents
+            .iter()
+            .filter(|(uid, _)| self.by_uid(uid).is_none())
+            .flat_map(|(_, keys)| keys.iter())
+            .filter_map(|k| Some((k.clone(), self.get(k)?)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        out
+    }
+}
