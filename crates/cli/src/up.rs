@@ -1,0 +1,73 @@
+//! `jobset up`: the API server over HTTPS, with a kubeconfig that kubectl and kube-rs use as is.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use jobset_apiserver::persist::{Backend, Memory, Redb};
+use jobset_apiserver::{Admission, ApiServer, ServerConfig, tls};
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Keep every object in DIR (a redb file), plus the CA, certificates and token. Without it
+    /// the cluster lives in memory and ends with the process.
+    #[arg(long, env = "JOBSET_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// Where to write the kubeconfig (default: DATA_DIR/kubeconfig, or a temporary directory).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How often the garbage collector looks for orphaned dependents.
+    #[arg(long, default_value = "5s", value_parser = crate::parse_duration)]
+    pub gc_interval: Duration,
+    /// Events of history kept per resource for watches that resume from a resourceVersion.
+    #[arg(long, default_value_t = 10_000)]
+    pub watch_history: usize,
+}
+
+pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    let state_dir = args.data_dir.clone().unwrap_or_else(crate::default_state_dir);
+    let backend: Box<dyn Backend> = match &args.data_dir {
+        Some(dir) => Box::new(Redb::open(dir).map_err(anyhow::Error::msg).context("opening the data dir")?),
+        None => Box::new(Memory),
+    };
+    let creds = tls::load_or_create(&state_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut config = ServerConfig { gc_interval: args.gc_interval, ..ServerConfig::default() };
+    config.store.watch_history = args.watch_history;
+    config.log_dir = Some(state_dir.join("logs"));
+    let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            bail!("127.0.0.1:{} is in use (another `jobset up`?): pick another with --port", args.port)
+        }
+        Err(e) => return Err(e).with_context(|| format!("listening on {addr}")),
+    };
+    let bound = listener.local_addr()?;
+    let url = format!("https://{bound}");
+    let kubeconfig = args.kubeconfig.unwrap_or_else(|| state_dir.join("kubeconfig"));
+    tls::write_kubeconfig(&kubeconfig, &tls::kubeconfig_yaml(&url, &creds, "jobset"))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tls_config = tls::server_config(&creds).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let _gc = server.spawn_gc();
+    // Scripts wait for this line: the server accepts connections from here on.
+    println!("jobset API server listening on {url}");
+    println!("export KUBECONFIG={}", kubeconfig.display());
+    use std::io::Write;
+    std::io::stdout().flush().ok();
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    jobset_apiserver::serve::serve_https(server, listener, tls_config, creds.token.clone(), shutdown).await?;
+    tracing::info!("shut down");
+    Ok(())
+}
