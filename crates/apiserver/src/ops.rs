@@ -93,19 +93,28 @@ fn random_suffix() -> String {
 }
 
 /// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent.
-fn check_type(def: &ResourceDef, body: &mut Value) -> Result<()> {
+fn check_type(def: &ResourceDef, registry: &crate::resources::Registry, body: &mut Value) -> Result<()> {
     let Some(obj) = body.as_object_mut() else {
         return Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): expected a JSON object",
             def.kind
         )));
     };
+    for field in ["apiVersion", "kind"] {
+        if obj.get(field).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return Err(ApiError::bad_request(format!(
+                "the object provided is unrecognized (must be of type {}): {field} must be a string",
+                def.kind
+            )));
+        }
+    }
     let want = def.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
-        Some(av) if av != want => {
+        // An empty apiVersion or kind is unset, as kube-apiserver's decoder defaults it from the URL.
+        Some(av) if !av.is_empty() && av != want => {
             // Any served version of the same group is the same object in storage.
-            let group = av.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-            if group != def.group || !av.contains('/') && !def.group.is_empty() {
+            let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+            if group != def.group || registry.get(group, version, &def.plural).is_none() {
                 return Err(ApiError::bad_request(format!(
                     "the API version in the data ({av}) does not match the expected API version ({want})"
                 )));
@@ -114,7 +123,7 @@ fn check_type(def: &ResourceDef, body: &mut Value) -> Result<()> {
         _ => {}
     }
     match obj.get("kind").and_then(Value::as_str) {
-        Some(k) if k != def.kind => {
+        Some(k) if !k.is_empty() && k != def.kind => {
             return Err(ApiError::bad_request(format!(
                 "the kind in the data ({k}) does not match the expected kind ({})",
                 def.kind
@@ -213,7 +222,7 @@ fn namespace_def(txn: &Txn<'_>) -> Arc<ResourceDef> {
 }
 
 pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str, mut body: Value) -> Result<Arc<Obj>> {
-    check_type(def, &mut body)?;
+    check_type(def, txn.registry, &mut body)?;
     check_namespace(def, ns, &mut body)?;
     let meta = meta_mut(&mut body);
     if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
@@ -331,7 +340,7 @@ pub fn update(
     target: Target,
     cur: Option<Arc<Obj>>,
 ) -> Result<Arc<Obj>> {
-    check_type(def, &mut body)?;
+    check_type(def, txn.registry, &mut body)?;
     check_namespace(def, ns, &mut body)?;
     match meta_str(&body, "name") {
         Some(n) if n != name => {

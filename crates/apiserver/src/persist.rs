@@ -72,30 +72,49 @@ impl Redb {
     pub fn open(dir: &Path) -> Result<Redb, String> {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create data dir: {e}", dir.display()))?;
         let path = dir.join(Self::FILE);
-        let existed = path.exists();
-        let db = if existed { Database::open(&path) } else { Database::create(&path) }
-            .map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
-        let me = Redb { db, path };
-        if existed {
-            let txn = me.db.begin_read().map_err(|e| me.err(e))?;
-            let ok = match txn.open_table(META) {
-                Ok(t) => t.get(FORMAT_KEY).map_err(|e| me.err(e))?.is_some_and(|v| v.value() == FORMAT),
-                Err(_) => false,
-            };
-            if !ok {
-                return Err(format!("{}: not a jobset data file (format marker missing)", me.path.display()));
-            }
-        } else {
-            let txn = me.db.begin_write().map_err(|e| me.err(e))?;
-            {
-                let mut meta = txn.open_table(META).map_err(|e| me.err(e))?;
-                meta.insert(FORMAT_KEY, FORMAT).map_err(|e| me.err(e))?;
-                meta.insert(RV_KEY, 0u64.to_be_bytes().as_slice()).map_err(|e| me.err(e))?;
-                txn.open_table(OBJECTS).map_err(|e| me.err(e))?;
-            }
-            txn.commit().map_err(|e| me.err(e))?;
+        if !path.exists() {
+            Self::create_new(dir, &path)?;
         }
+        let db = Database::open(&path).map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
+        let me = Redb { db, path };
+        let txn = me.db.begin_read().map_err(|e| me.err(e))?;
+        let ok = match txn.open_table(META) {
+            Ok(t) => t.get(FORMAT_KEY).map_err(|e| me.err(e))?.is_some_and(|v| v.value() == FORMAT),
+            Err(_) => false,
+        };
+        if !ok {
+            return Err(format!("{}: not a jobset data file (format marker missing)", me.path.display()));
+        }
+        drop(txn);
         Ok(me)
+    }
+
+    /// Creates an empty store next to `path` and renames it into place once it is complete and
+    /// durable, so that a crash during the first start never leaves a half-made `store.redb`
+    /// (which later starts would refuse).
+    fn create_new(dir: &Path, path: &Path) -> Result<(), String> {
+        let tmp = dir.join(format!("{}.tmp", Self::FILE));
+        let err = |e: &dyn std::fmt::Display| format!("{}: {e}", tmp.display());
+        match std::fs::remove_file(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(&e)),
+        }
+        {
+            let db = Database::create(&tmp).map_err(|e| err(&e))?;
+            let txn = db.begin_write().map_err(|e| err(&e))?;
+            {
+                let mut meta = txn.open_table(META).map_err(|e| err(&e))?;
+                meta.insert(FORMAT_KEY, FORMAT).map_err(|e| err(&e))?;
+                meta.insert(RV_KEY, 0u64.to_be_bytes().as_slice()).map_err(|e| err(&e))?;
+                txn.open_table(OBJECTS).map_err(|e| err(&e))?;
+            }
+            txn.commit().map_err(|e| err(&e))?;
+        }
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| err(&e))?;
+        std::fs::rename(&tmp, path).map_err(|e| format!("{}: cannot create: {e}", path.display()))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(())
     }
 
     fn err(&self, e: impl std::fmt::Display) -> String {

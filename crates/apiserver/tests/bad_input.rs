@@ -101,7 +101,8 @@ impl Harness {
         let r = self.get("/api/v1/namespaces/default").await;
         assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.body));
         let n = self.seq.fetch_add(1, Ordering::Relaxed);
-        let r = self.post_json(CONFIGMAPS, &json!({"metadata": {"name": format!("alive-{n}")}, "data": {"k": "v"}})).await;
+        let r =
+            self.post_json(CONFIGMAPS, &json!({"metadata": {"name": format!("alive-{n}")}, "data": {"k": "v"}})).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
         assert_eq!(r.json()["metadata"]["name"], format!("alive-{n}"));
     }
@@ -134,7 +135,9 @@ fn causes(status: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap_or_else(|| panic!("422 without details.causes: {status}"))
         .iter()
-        .map(|c| (c["field"].as_str().unwrap_or_default().to_string(), c["message"].as_str().unwrap_or_default().to_string()))
+        .map(|c| {
+            (c["field"].as_str().unwrap_or_default().to_string(), c["message"].as_str().unwrap_or_default().to_string())
+        })
         .collect()
 }
 
@@ -149,7 +152,10 @@ async fn malformed_json_is_a_bad_request_naming_the_parse_error() {
     ] {
         let r = h.post(PODS, body).await;
         let msg = r.message(400, "BadRequest");
-        assert!(msg.contains("json parse error") && msg.contains(needle), "message {msg:?} should name the parse error {needle:?}");
+        assert!(
+            msg.contains("json parse error") && msg.contains(needle),
+            "message {msg:?} should name the parse error {needle:?}"
+        );
         h.still_serving().await;
     }
     // A body that is JSON but not an object.
@@ -176,6 +182,17 @@ async fn wrong_api_version_or_kind_is_a_bad_request() {
         (JOBSETS, json!({"apiVersion": "batch/v1", "kind": "JobSet", "metadata": {"name": "a"}}), "batch/v1"),
         (JOBSETS, json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "Job", "metadata": {"name": "a"}}), "Job"),
         (NAMESPACES, json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}), "Pod"),
+        // Versions of the right group that are not served.
+        (PODS, json!({"apiVersion": "v2", "kind": "Pod", "metadata": {"name": "a"}}), "v2"),
+        (JOBS, json!({"apiVersion": "batch/v2", "kind": "Job", "metadata": {"name": "a"}}), "batch/v2"),
+        (
+            JOBSETS,
+            json!({"apiVersion": "jobset.x-k8s.io/v9", "kind": "JobSet", "metadata": {"name": "a"}}),
+            "jobset.x-k8s.io/v9",
+        ),
+        // Not strings at all.
+        (PODS, json!({"apiVersion": 5, "kind": "Pod", "metadata": {"name": "a"}}), "apiVersion"),
+        (PODS, json!({"apiVersion": "v1", "kind": ["Pod"], "metadata": {"name": "a"}}), "kind"),
     ];
     for (path, body, needle) in cases {
         let r = h.post_json(path, &body).await;
@@ -186,6 +203,19 @@ async fn wrong_api_version_or_kind_is_a_bad_request() {
     // Nothing was created on the way.
     let r = h.get("/api/v1/namespaces/default/pods/a").await;
     r.status(404, "NotFound");
+    // Empty (or absent) apiVersion and kind are unset: the URL says what the object is.
+    for (i, (av, kind)) in [(json!(""), json!("")), (Value::Null, Value::Null)].into_iter().enumerate() {
+        let name = format!("typed-by-url-{i}");
+        let r = h.post_json(PODS, &json!({"apiVersion": av, "kind": kind, "metadata": {"name": name}})).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!((r.json()["apiVersion"].clone(), r.json()["kind"].clone()), (json!("v1"), json!("Pod")));
+    }
+    // A merge patch may not turn the object into another version or kind either.
+    let p = format!("{PODS}/typed-by-url-0");
+    for patch in [json!({"apiVersion": "v2"}), json!({"kind": "Service"}), json!({"apiVersion": "apps/v1"})] {
+        h.patch(&p, "application/merge-patch+json", patch.to_string()).await.status(400, "BadRequest");
+    }
+    h.still_serving().await;
 }
 
 #[tokio::test]
@@ -229,7 +259,10 @@ async fn invalid_labels_are_invalid_at_metadata_labels() {
         let r = h.post_json(PODS, &body).await;
         let status = r.status(422, "Invalid");
         let cs = causes(&status);
-        assert!(cs.iter().any(|(f, _)| f.starts_with("metadata.labels")), "labels {labels}: causes {cs:?} should name metadata.labels");
+        assert!(
+            cs.iter().any(|(f, _)| f.starts_with("metadata.labels")),
+            "labels {labels}: causes {cs:?} should name metadata.labels"
+        );
         assert!(status["message"].as_str().unwrap().contains("metadata.labels"), "{status}");
         h.still_serving().await;
     }
@@ -313,7 +346,8 @@ async fn bad_selectors_are_bad_requests_naming_the_problem() {
             assert!(msg.contains(needle), "watch {uri}: message {msg:?} should contain {needle:?}");
         }
         // Collection deletes too, and they delete nothing.
-        let msg = h.send(Method::DELETE, &format!("{CONFIGMAPS}?{q}"), None, Body::empty()).await.message(400, "BadRequest");
+        let msg =
+            h.send(Method::DELETE, &format!("{CONFIGMAPS}?{q}"), None, Body::empty()).await.message(400, "BadRequest");
         assert!(msg.contains(needle), "DELETE collection ?{q}: {msg:?}");
         h.still_serving().await;
     }
@@ -352,7 +386,9 @@ async fn bad_patches() {
         .await
         .message(422, "Invalid");
     assert!(msg.contains("operation 0"), "{msg}");
-    h.patch(&p, "application/json-patch+json", r#"[{"op":"remove","path":"/spec/nope/deeper"}]"#).await.status(422, "Invalid");
+    h.patch(&p, "application/json-patch+json", r#"[{"op":"remove","path":"/spec/nope/deeper"}]"#)
+        .await
+        .status(422, "Invalid");
     h.patch(&p, "application/json-patch+json", r#"[{"op":"frobnicate","path":"/a"}]"#).await.status(400, "BadRequest");
     h.patch(&p, "application/json-patch+json", r#"{"op":"add"}"#).await.status(400, "BadRequest");
     h.patch(&p, "application/json-patch+json", "[").await.status(400, "BadRequest");
@@ -360,10 +396,15 @@ async fn bad_patches() {
     h.patch(&p, "application/merge-patch+json", "[1]").await.status(400, "BadRequest");
     h.patch(&p, "application/strategic-merge-patch+json", "[1]").await.status(400, "BadRequest");
     // A patch that makes the object invalid is rejected as a whole.
-    let v = h.patch(&p, "application/merge-patch+json", r#"{"metadata":{"labels":{"a":"bad value!"}}}"#).await.status(422, "Invalid");
+    let v = h
+        .patch(&p, "application/merge-patch+json", r#"{"metadata":{"labels":{"a":"bad value!"}}}"#)
+        .await
+        .status(422, "Invalid");
     assert!(causes(&v).iter().any(|(f, _)| f.starts_with("metadata.labels")), "{v}");
     // A stale resourceVersion precondition.
-    h.patch(&p, "application/merge-patch+json", r#"{"metadata":{"resourceVersion":"1"}}"#).await.status(409, "Conflict");
+    h.patch(&p, "application/merge-patch+json", r#"{"metadata":{"resourceVersion":"1"}}"#)
+        .await
+        .status(409, "Conflict");
     h.still_serving().await;
 
     // Server-side apply with a body that is not YAML (or not an object), or without a field manager.
@@ -407,13 +448,20 @@ async fn delete_with_an_unknown_propagation_policy_is_a_bad_request() {
     let h = Harness::new();
     h.still_serving().await;
     let target = format!("{CONFIGMAPS}/alive-0");
-    let msg = h.send(Method::DELETE, &format!("{target}?propagationPolicy=Sideways"), None, Body::empty()).await.message(400, "BadRequest");
+    let msg = h
+        .send(Method::DELETE, &format!("{target}?propagationPolicy=Sideways"), None, Body::empty())
+        .await
+        .message(400, "BadRequest");
     assert!(msg.contains("Sideways") && msg.contains("propagationPolicy"), "{msg}");
     let body = r#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Sideways"}"#;
     h.send(Method::DELETE, &target, Some("application/json"), body).await.status(400, "BadRequest");
     h.send(Method::DELETE, &target, Some("application/json"), "{not json").await.status(400, "BadRequest");
-    h.send(Method::DELETE, &format!("{target}?gracePeriodSeconds=soon"), None, Body::empty()).await.status(400, "BadRequest");
-    h.send(Method::DELETE, &format!("{CONFIGMAPS}?propagationPolicy=Sideways"), None, Body::empty()).await.status(400, "BadRequest");
+    h.send(Method::DELETE, &format!("{target}?gracePeriodSeconds=soon"), None, Body::empty())
+        .await
+        .status(400, "BadRequest");
+    h.send(Method::DELETE, &format!("{CONFIGMAPS}?propagationPolicy=Sideways"), None, Body::empty())
+        .await
+        .status(400, "BadRequest");
     // Nothing was deleted on the way.
     assert_eq!(h.get(&target).await.status, StatusCode::OK);
     h.still_serving().await;
@@ -428,8 +476,35 @@ async fn delete_with_an_unknown_propagation_policy_is_a_bad_request() {
 
 fn random_string(rng: &mut StdRng) -> String {
     const PIECES: &[&str] = &[
-        "a", "b", "-", ".", "_", "/", "%", "..", " ", "x", "Z", "0", "9", "é", "\u{0}", "\\", "\"", "ñ", "app", "kubernetes.io/",
-        "$patch", "$setElementOrder/containers", "delete", "replace", "default", "foregroundDeletion", "orphan", "{", "[",
+        "a",
+        "b",
+        "-",
+        ".",
+        "_",
+        "/",
+        "%",
+        "..",
+        " ",
+        "x",
+        "Z",
+        "0",
+        "9",
+        "é",
+        "\u{0}",
+        "\\",
+        "\"",
+        "ñ",
+        "app",
+        "kubernetes.io/",
+        "$patch",
+        "$setElementOrder/containers",
+        "delete",
+        "replace",
+        "default",
+        "foregroundDeletion",
+        "orphan",
+        "{",
+        "[",
     ];
     let n = rng.random_range(0..8);
     let mut s: String = (0..n).map(|_| PIECES[rng.random_range(0..PIECES.len())]).collect();
@@ -492,7 +567,9 @@ fn random_object(rng: &mut StdRng, template: &Value) -> Value {
         let ptr = fields[rng.random_range(0..fields.len())];
         let new = match rng.random_range(0..4) {
             0 => random_string(rng).into(),
-            1 => json!([{"uid": random_string(rng), "name": random_string(rng), "blockOwnerDeletion": rng.random_bool(0.5)}]),
+            1 => {
+                json!([{"uid": random_string(rng), "name": random_string(rng), "blockOwnerDeletion": rng.random_bool(0.5)}])
+            }
             2 => {
                 let mut m = serde_json::Map::new();
                 m.insert(random_string(rng), random_value(rng, 3));
@@ -567,7 +644,10 @@ async fn random_bodies_never_cause_a_server_error() {
     let h = Harness::new();
     let targets: Vec<(&str, Value)> = vec![
         (PODS, pod("p")),
-        (JOBS, json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})),
+        (
+            JOBS,
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}),
+        ),
         (JOBSETS, jobset("js")),
         (NAMESPACES, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}})),
     ];
@@ -683,7 +763,8 @@ async fn raw_https(url: &str, ca_pem: &str, path: &str, authorization: Option<&s
         let tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
         let server_name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
         let mut tls = connector.connect(server_name, tcp).await.expect("TLS handshake");
-        let mut head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n");
+        let mut head =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: application/json\r\nConnection: close\r\n");
         if let Some(a) = authorization {
             head.push_str(&format!("Authorization: {a}\r\n"));
         }
@@ -698,11 +779,21 @@ async fn raw_https(url: &str, ca_pem: &str, path: &str, authorization: Option<&s
 }
 
 fn parse_http_response(raw: &[u8]) -> Reply {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no header end in {:?}", String::from_utf8_lossy(raw)));
     let head = String::from_utf8_lossy(&raw[..split]).to_string();
     let mut body = raw[split + 4..].to_vec();
-    let code: u16 = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("bad status line: {head}"));
-    if head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked")) {
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line: {head}"));
+    if head
+        .lines()
+        .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding:") && l.to_ascii_lowercase().contains("chunked"))
+    {
         let mut out = Vec::new();
         let mut rest = &body[..];
         loop {
@@ -732,7 +823,9 @@ async fn https_requires_the_token_except_for_public_paths() {
         (Some(&token[..]), "token without scheme"),
         (Some("Basic YWRtaW46YWRtaW4="), "basic auth"),
     ] {
-        for path in ["/api/v1/namespaces/default/configmaps", "/api", "/apis", "/api/v1/namespaces", "/openapi/v2", "/nope"] {
+        for path in
+            ["/api/v1/namespaces/default/configmaps", "/api", "/apis", "/api/v1/namespaces", "/openapi/v2", "/nope"]
+        {
             let r = s.raw(path, auth).await;
             assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{what} {path}: {}", String::from_utf8_lossy(&r.body));
             r.status(401, "Unauthorized");
@@ -760,14 +853,19 @@ async fn https_requires_the_token_except_for_public_paths() {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("over-https".into());
     cm.data = Some([("k".to_string(), "v".to_string())].into());
-    let created = tokio::time::timeout(REQUEST_TIMEOUT, api.create(&PostParams::default(), &cm)).await.expect("timely").expect("create");
+    let created = tokio::time::timeout(REQUEST_TIMEOUT, api.create(&PostParams::default(), &cm))
+        .await
+        .expect("timely")
+        .expect("create");
     assert!(created.metadata.uid.is_some());
     let got = tokio::time::timeout(REQUEST_TIMEOUT, api.get("over-https")).await.expect("timely").expect("get");
     assert_eq!(got.metadata.uid, created.metadata.uid);
     assert_eq!(got.data.unwrap()["k"], "v");
     // Errors through kube are Status errors too.
     match tokio::time::timeout(REQUEST_TIMEOUT, api.create(&PostParams::default(), &cm)).await.expect("timely") {
-        Err(kube::Error::Api(e)) => assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"), "{e:?}"),
+        Err(kube::Error::Api(e)) => {
+            assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"), "{e:?}")
+        }
         other => panic!("expected AlreadyExists, got {other:?}"),
     }
     s.stop().await;

@@ -1,15 +1,200 @@
-//! `jobset bench`: benchmarks that print figures (recorded in docs/benchmarks.md).
+//! `jobset bench`: benchmarks that print figures (recorded in docs/benchmarks.md). Not tests:
+//! nothing here asserts a time.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
 use clap::Subcommand;
+use futures::StreamExt;
+use jobset_apiserver::persist::{Backend, Memory, Redb};
+use jobset_apiserver::{Admission, ApiServer, ServerConfig};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use tower::ServiceExt;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
-    /// API server: create throughput, watch fan-out latency, memory, durable writes.
-    Apiserver,
+    /// API server: create throughput, watch fan-out delay, memory, durable writes.
+    Apiserver {
+        /// Pods to create in memory.
+        #[arg(long, default_value_t = 15_000)]
+        pods: usize,
+        /// Concurrent watchers for the fan-out measurement.
+        #[arg(long, default_value_t = 5_000)]
+        watchers: usize,
+        /// Pods to create with a durable (redb) store.
+        #[arg(long, default_value_t = 2_000)]
+        durable_pods: usize,
+        /// Concurrent client requests.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+    },
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
-        BenchCommand::Apiserver => anyhow::bail!("not built yet"),
+        BenchCommand::Apiserver { pods, watchers, durable_pods, concurrency } => {
+            apiserver(pods, watchers, durable_pods, concurrency).await
+        }
     }
+}
+
+/// A pod shaped like a JobSet worker's (labels, annotations, env, resources): about 1.5 KB of JSON.
+fn pod(i: usize) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {
+            "name": format!("trainer-workers-{}-{}-x7k2p", i / 8, i % 8),
+            "labels": {
+                "jobset.sigs.k8s.io/jobset-name": "trainer", "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                "jobset.sigs.k8s.io/job-index": (i / 8).to_string(), "batch.kubernetes.io/job-completion-index": (i % 8).to_string(),
+                "batch.kubernetes.io/controller-uid": "5f0c1d2e-8a4b-4c3d-9e8f-7a6b5c4d3e2f", "job-name": format!("trainer-workers-{}", i / 8)
+            },
+            "annotations": {"jobset.sigs.k8s.io/jobset-name": "trainer", "batch.kubernetes.io/job-completion-index": (i % 8).to_string()}
+        },
+        "spec": {
+            "restartPolicy": "Never", "subdomain": "trainer", "hostname": format!("trainer-workers-{}-{}", i / 8, i % 8),
+            "containers": [{
+                "name": "trainer", "image": "registry.example.com/ml/trainer:2026.11",
+                "command": ["python", "-m", "train", "--config", "/etc/train/config.yaml"],
+                "env": [{"name": "JOB_COMPLETION_INDEX", "value": (i % 8).to_string()}, {"name": "MASTER_ADDR", "value": "trainer-workers-0-0.trainer"}, {"name": "WORLD_SIZE", "value": "15000"}],
+                "resources": {"requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "8"}, "limits": {"nvidia.com/gpu": "8"}}
+            }]
+        }
+    }))
+    .expect("static pod")
+}
+
+async fn create_pods(client: &kube::Client, n: usize, concurrency: usize) -> anyhow::Result<Duration> {
+    let api: Api<Pod> = Api::default_namespaced(client.clone());
+    let start = Instant::now();
+    let results: Vec<_> = futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &pod(i)).await }
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    for r in results {
+        r.context("creating a pod")?;
+    }
+    Ok(elapsed)
+}
+
+fn rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn server(backend: Box<dyn Backend>) -> anyhow::Result<Arc<ApiServer>> {
+    let mut config = ServerConfig::default();
+    // Every watcher must be able to hold a burst of the benchmark's own writes.
+    config.store.watch_buffer = 1 << 16;
+    ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)
+}
+
+async fn apiserver(pods: usize, watchers: usize, durable_pods: usize, concurrency: usize) -> anyhow::Result<()> {
+    println!("jobset bench apiserver ({} cores)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let rss_before = rss_mb();
+    let s = server(Box::new(Memory))?;
+    let client = s.client();
+    let elapsed = create_pods(&client, pods, concurrency).await?;
+    println!(
+        "create, in memory, in-process kube::Client: {pods} pods in {:.2} s = {:.0} writes/s (concurrency {concurrency})",
+        elapsed.as_secs_f64(),
+        pods as f64 / elapsed.as_secs_f64()
+    );
+    println!("resident memory with {pods} pods stored: {:.0} MB (process was {:.0} MB before the server)", rss_mb(), rss_before);
+
+    // Fan-out: N raw watch streams on pods; each write's delay is measured at every watcher.
+    let router = s.router();
+    let rounds = 20usize;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
+    let mut tasks = Vec::with_capacity(watchers);
+    let rv = s.store.current_rv();
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    for _ in 0..watchers {
+        let router = router.clone();
+        let tx = tx.clone();
+        let ready = ready_tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"))
+                .body(axum::body::Body::empty())
+                .expect("static request");
+            let resp = router.oneshot(req).await.expect("router is infallible");
+            let _ = ready.send(());
+            let mut body = resp.into_body().into_data_stream();
+            let mut seen = 0;
+            while let Some(Ok(chunk)) = body.next().await {
+                let now = Instant::now();
+                for _ in chunk.iter().filter(|b| **b == b'\n') {
+                    let _ = tx.send((seen, now));
+                    seen += 1;
+                }
+                if seen >= rounds {
+                    return;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    for _ in 0..watchers {
+        ready_rx.recv().await;
+    }
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(client.clone());
+    let mut sent = Vec::with_capacity(rounds);
+    let mut delays = Vec::with_capacity(rounds * watchers);
+    for i in 0..rounds {
+        let cm = serde_json::from_value(json!({"metadata": {"name": format!("fanout-{i}")}}))?;
+        sent.push(Instant::now());
+        cms.create(&PostParams::default(), &cm).await?;
+        // Collect this round's deliveries before the next write, so rounds do not overlap.
+        let mut got = 0;
+        while got < watchers {
+            let (round, at) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await?.context("watchers ended early")?;
+            delays.push(at.saturating_duration_since(sent[round]));
+            if round == i {
+                got += 1;
+            }
+        }
+    }
+    delays.sort();
+    println!(
+        "watch fan-out to {watchers} watchers ({rounds} events, {} deliveries): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        delays.len(),
+        percentile(&delays, 0.5).as_secs_f64() * 1e3,
+        percentile(&delays, 0.99).as_secs_f64() * 1e3,
+        percentile(&delays, 1.0).as_secs_f64() * 1e3
+    );
+    for t in tasks {
+        t.abort();
+    }
+    drop(client);
+    drop(router);
+    drop(s);
+
+    let dir = tempfile::tempdir()?;
+    let s = server(Box::new(Redb::open(dir.path()).map_err(anyhow::Error::msg)?))?;
+    let elapsed = create_pods(&s.client(), durable_pods, concurrency).await?;
+    println!(
+        "create, durable (redb, fsync per write), in-process: {durable_pods} pods in {:.2} s = {:.0} writes/s",
+        elapsed.as_secs_f64(),
+        durable_pods as f64 / elapsed.as_secs_f64()
+    );
+    Ok(())
 }

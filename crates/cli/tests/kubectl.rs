@@ -357,15 +357,18 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.server.kill().ok();
         self.server.wait().ok();
+        // On failure, show the server's log too, to tell a server error from a kubectl one.
         if thread::panicking() {
             let log = fs::read_to_string(self.data.path().join("server.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(60).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            eprintln!(
-                "--- jobset up log (last {} lines) ---\n{}",
-                tail.len(),
-                tail.join("\n")
-            );
+            if !tail.is_empty() {
+                eprintln!(
+                    "--- jobset up log (last {} lines) ---\n{}",
+                    tail.len(),
+                    tail.join("\n")
+                );
+            }
         }
     }
 }
