@@ -8,10 +8,7 @@ pub const PREINSTALLED: &[(&str, &str)] = &[
 
 /// The preinstalled CRDs as JSON objects.
 pub fn preinstalled() -> Result<Vec<serde_json::Value>, String> {
-    PREINSTALLED
-        .iter()
-        .map(|(file, yaml)| serde_saphyr::from_str(yaml).map_err(|e| format!("{file}: {e}")))
-        .collect()
+    PREINSTALLED.iter().map(|(file, yaml)| serde_saphyr::from_str(yaml).map_err(|e| format!("{file}: {e}"))).collect()
 }
 
 #[cfg(test)]

@@ -57,7 +57,11 @@ impl ApiError {
         ApiError::new(500, "InternalError", format!("Internal error occurred: {}", message.into()))
     }
     pub fn method_not_allowed(method: &str) -> ApiError {
-        ApiError::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource ({method})"))
+        ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
     }
     pub fn unauthorized() -> ApiError {
         ApiError::new(401, "Unauthorized", "Unauthorized")
@@ -84,29 +88,42 @@ impl ApiError {
         self
     }
     pub fn not_found(def: &ResourceDef, name: &str) -> ApiError {
-        ApiError::new(404, "NotFound", format!("{} \"{name}\" not found", def.qualified_plural()))
-            .with_details(def, name, &def.plural)
+        ApiError::new(404, "NotFound", format!("{} \"{name}\" not found", def.qualified_plural())).with_details(
+            def,
+            name,
+            &def.plural,
+        )
     }
     pub fn already_exists(def: &ResourceDef, name: &str) -> ApiError {
         ApiError::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", def.qualified_plural()))
             .with_details(def, name, &def.plural)
     }
     pub fn conflict(def: &ResourceDef, name: &str, why: &str) -> ApiError {
-        ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.qualified_plural()))
-            .with_details(def, name, &def.plural)
+        ApiError::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {} \"{name}\": {why}", def.qualified_plural()),
+        )
+        .with_details(def, name, &def.plural)
     }
     pub fn stale(def: &ResourceDef, name: &str) -> ApiError {
-        ApiError::conflict(def, name, "the object has been modified; please apply your changes to the latest version and try again")
+        ApiError::conflict(
+            def,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
     }
     pub fn forbidden(def: &ResourceDef, name: &str, why: impl std::fmt::Display) -> ApiError {
-        let target = if name.is_empty() { def.qualified_plural() } else { format!("{} \"{name}\"", def.qualified_plural()) };
+        let target =
+            if name.is_empty() { def.qualified_plural() } else { format!("{} \"{name}\"", def.qualified_plural()) };
         ApiError::new(403, "Forbidden", format!("{target} is forbidden: {why}")).with_details(def, name, &def.plural)
     }
     /// 422 with one cause per field, worded like kube-apiserver's `errors.NewInvalid`.
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiError {
         let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
         let summary = if rendered.len() == 1 { rendered[0].clone() } else { format!("[{}]", rendered.join(", ")) };
-        let qualified_kind = if def.group.is_empty() { def.kind.clone() } else { format!("{}.{}", def.kind, def.group) };
+        let qualified_kind =
+            if def.group.is_empty() { def.kind.clone() } else { format!("{}.{}", def.kind, def.group) };
         let mut e = ApiError::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {summary}"))
             .with_details(def, name, &def.kind);
         let causes: Vec<Value> =

@@ -146,19 +146,29 @@ async fn route(server: Arc<ApiServer>, req: Request) -> Result<Response> {
             return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
         }
         ["openapi", "v2"] if get => {
-            return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/octet-stream")], discovery::OPENAPI_V2_PB)
+            return Ok((
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/octet-stream")],
+                discovery::OPENAPI_V2_PB,
+            )
                 .into_response());
         }
         ["api"] if get => return Ok(value_response(StatusCode::OK, &discovery::core_versions())),
         ["apis"] if get => return Ok(value_response(StatusCode::OK, &discovery::group_list(reg))),
         ["api", "v1"] if get => {
-            return discovery::resource_list(reg, "", "v1").map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+            return discovery::resource_list(reg, "", "v1")
+                .map(|v| value_response(StatusCode::OK, &v))
+                .ok_or_else(ApiError::not_found_path);
         }
         ["apis", g] if get => {
-            return discovery::group(reg, g).map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+            return discovery::group(reg, g)
+                .map(|v| value_response(StatusCode::OK, &v))
+                .ok_or_else(ApiError::not_found_path);
         }
         ["apis", g, v] if get => {
-            return discovery::resource_list(reg, g, v).map(|v| value_response(StatusCode::OK, &v)).ok_or_else(ApiError::not_found_path);
+            return discovery::resource_list(reg, g, v)
+                .map(|v| value_response(StatusCode::OK, &v))
+                .ok_or_else(ApiError::not_found_path);
         }
         ["api", "v1", rest @ ..] => {
             let rp = resource_path(reg, "", "v1", rest)?;
@@ -183,11 +193,13 @@ struct ResPath {
 
 fn resource_path(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> Result<ResPath> {
     let (ns, rest) = match rest {
-        ["namespaces", ns, r, tail @ ..] if !r.is_empty() && *r != "status" && *r != "finalize" => (Some(ns.to_string()), {
-            let mut v = vec![*r];
-            v.extend_from_slice(tail);
-            v
-        }),
+        ["namespaces", ns, r, tail @ ..] if !r.is_empty() && *r != "status" && *r != "finalize" => {
+            (Some(ns.to_string()), {
+                let mut v = vec![*r];
+                v.extend_from_slice(tail);
+                v
+            })
+        }
         _ => (None, rest.to_vec()),
     };
     let Some((plural, tail)) = rest.split_first() else { return Err(ApiError::not_found_path()) };
@@ -217,9 +229,7 @@ fn filter_from(def: &ResourceDef, ns: Option<String>, q: &Query) -> Result<Filte
         .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
     for f in fields.fields() {
         if f != "metadata.name" && f != "metadata.namespace" && def.field_pointer(f).is_none() {
-            return Err(ApiError::bad_request(format!(
-                "field label not supported: {f}"
-            )));
+            return Err(ApiError::bad_request(format!("field label not supported: {f}")));
         }
     }
     Ok(Filter { namespace: ns, labels, fields })
@@ -267,7 +277,14 @@ fn to_table(def: &ResourceDef, objs: &[&Obj], rv: &str, q: &Query) -> Value {
     table::table(&table_columns(def), &values, include, rv, jiff::Timestamp::now())
 }
 
-fn list_response(def: &ResourceDef, objs: &[Arc<Obj>], rv: u64, cont: Option<String>, acc: &Accept, q: &Query) -> Response {
+fn list_response(
+    def: &ResourceDef,
+    objs: &[Arc<Obj>],
+    rv: u64,
+    cont: Option<String>,
+    acc: &Accept,
+    q: &Query,
+) -> Response {
     if acc.table {
         let refs: Vec<&Obj> = objs.iter().map(|o| o.as_ref()).collect();
         let mut t = to_table(def, &refs, &rv.to_string(), q);
@@ -313,7 +330,8 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
     let q = parse_query(req.uri().query());
     let acc = accept(&req);
     let method = req.method().clone();
-    let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
+    let content_type =
+        req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
     let ResPath { def, ns, name, sub } = rp;
     let nsv = ns.clone().unwrap_or_default();
     match (method.clone(), name, sub) {
@@ -342,14 +360,20 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             let body = read_body(&server, req.into_body()).await?;
             let v = parse_json(&body, &def)?;
             write(&server, |txn| crate::pods::bind(txn, &def, &nsv, &name, &v)).await?;
-            Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+            Ok(value_response(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ))
         }
         (Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let body = read_body(&server, req.into_body()).await?;
             let v = parse_json(&body, &def)?;
             let opts = DeleteOptions::from_json(v.get("deleteOptions").unwrap_or(&Value::Null))?;
             write(&server, |txn| crate::pods::evict(txn, &server.ctx(), &def, &nsv, &name, &opts)).await?;
-            Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+            Ok(value_response(
+                StatusCode::CREATED,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ))
         }
         (Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() { Target::Status } else { Target::Main };
@@ -365,11 +389,14 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             if let PatchType::Apply { force } = &mut kind {
                 *force = flag(&q, "force");
                 if !q.contains_key("fieldManager") {
-                    return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+                    return Err(ApiError::bad_request(
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    ));
                 }
             }
             let body = read_body(&server, req.into_body()).await?;
-            let (o, created) = write(&server, |txn| ops::patch(txn, &server.ctx(), &def, &nsv, &name, kind, &body, target)).await?;
+            let (o, created) =
+                write(&server, |txn| ops::patch(txn, &server.ctx(), &def, &nsv, &name, kind, &body, target)).await?;
             Ok(object_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &def, &o, &acc, &q))
         }
         (Method::DELETE, name, None) => {
@@ -383,7 +410,9 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
                 opts.propagation = Some(ops::parse_propagation(p)?);
             }
             if let Some(g) = q.get("gracePeriodSeconds") {
-                opts.grace_period = Some(g.parse().map_err(|_| ApiError::bad_request(format!("gracePeriodSeconds: invalid value {g:?}")))?);
+                opts.grace_period = Some(
+                    g.parse().map_err(|_| ApiError::bad_request(format!("gracePeriodSeconds: invalid value {g:?}")))?,
+                );
             }
             match name {
                 Some(name) => {
@@ -395,7 +424,8 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
                         return Err(ApiError::method_not_allowed("DELETE"));
                     }
                     let filter = filter_from(&def, ns, &q)?;
-                    let (objs, _, _) = server.store.list(&def, filter.namespace.as_deref(), None, |o| filter.matches(&def, o), None);
+                    let (objs, _, _) =
+                        server.store.list(&def, filter.namespace.as_deref(), None, |o| filter.matches(&def, o), None);
                     let mut deleted = vec![];
                     for o in objs {
                         match write(&server, |txn| ops::delete(txn, &def, &nsv, &o.name, &opts)).await {
@@ -436,10 +466,12 @@ fn list(server: &ApiServer, def: &Arc<ResourceDef>, filter: Filter, q: &Query, a
         None => None,
     };
     // An exact name selects one object without a scan.
-    if let (Some(name), Some(ns)) = (filter.fields.exact_value("metadata.name"), filter.namespace.as_deref().or((!def.namespaced).then_some("")))
+    if let (Some(name), Some(ns)) =
+        (filter.fields.exact_value("metadata.name"), filter.namespace.as_deref().or((!def.namespaced).then_some("")))
     {
         let rv = server.store.current_rv();
-        let objs: Vec<Arc<Obj>> = server.store.get(def, ns, name).into_iter().filter(|o| filter.matches(def, o)).collect();
+        let objs: Vec<Arc<Obj>> =
+            server.store.get(def, ns, name).into_iter().filter(|o| filter.matches(def, o)).collect();
         return Ok(list_response(def, &objs, rv, None, acc, q));
     }
     let (objs, rv, more) = server.store.list(
@@ -456,15 +488,21 @@ fn list(server: &ApiServer, def: &Arc<ResourceDef>, filter: Filter, q: &Query, a
 fn watch(server: Arc<ApiServer>, def: Arc<ResourceDef>, filter: Filter, q: &Query, acc: &Accept) -> Result<Response> {
     let from = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+        Some(rv) => {
+            Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?)
+        }
     };
     let timeout = match q.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(t.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}")))?),
+        Some(t) => Duration::from_secs(
+            t.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}")))?,
+        ),
         None => server.config.default_watch_timeout,
     };
     let render: Render = if acc.table {
         let q = q.clone();
-        Box::new(move |def, o| Bytes::from(serde_json::to_vec(&to_table(def, &[o], &o.rv.to_string(), &q)).unwrap_or_default()))
+        Box::new(move |def, o| {
+            Bytes::from(serde_json::to_vec(&to_table(def, &[o], &o.rv.to_string(), &q)).unwrap_or_default())
+        })
     } else {
         Box::new(served_bytes)
     };

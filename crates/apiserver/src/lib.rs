@@ -40,7 +40,11 @@ pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"
 
 impl ApiServer {
     /// A server over `backend`, with the system namespaces and preinstalled CRDs in place.
-    pub fn new(backend: Box<dyn Backend>, admission: Admission, config: ServerConfig) -> Result<Arc<ApiServer>, String> {
+    pub fn new(
+        backend: Box<dyn Backend>,
+        admission: Admission,
+        config: ServerConfig,
+    ) -> Result<Arc<ApiServer>, String> {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
         let server = Arc::new(ApiServer { store, admission, config });

@@ -31,7 +31,8 @@ pub fn cri_line(ts: jiff::Timestamp, stream: &str, text: &str) -> String {
 /// The text of a CRI line, with its timestamp in front when asked for.
 fn render_line(line: &str, timestamps: bool) -> String {
     let mut parts = line.splitn(4, ' ');
-    let (Some(ts), Some(_stream), Some(tag), Some(text)) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(ts), Some(_stream), Some(tag), Some(text)) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return line.to_string();
     };
     let text = text.strip_suffix('\n').unwrap_or(text);
@@ -82,12 +83,17 @@ fn resolve(server: &ApiServer, pod: &Value, name: &str, container: Option<&str>,
     let status = container_status(pod, &container);
     let restarts = status.and_then(|s| s.get("restartCount")).and_then(Value::as_u64).unwrap_or(0);
     let waiting = || {
-        let reason = status.and_then(|s| s.pointer("/state/waiting/reason")).and_then(Value::as_str).unwrap_or("ContainerCreating");
+        let reason = status
+            .and_then(|s| s.pointer("/state/waiting/reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("ContainerCreating");
         ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"))
     };
     let run = if previous {
         if restarts == 0 {
-            return Err(ApiError::bad_request(format!("previous terminated container \"{container}\" in pod \"{name}\" not found")));
+            return Err(ApiError::bad_request(format!(
+                "previous terminated container \"{container}\" in pod \"{name}\" not found"
+            )));
         }
         restarts - 1
     } else {
@@ -112,11 +118,19 @@ fn running(server: &ApiServer, def: &ResourceDef, ns: &str, name: &str, uid: &st
     container_status(&v, container).is_some_and(|s| s.pointer("/state/running").is_some())
 }
 
-pub async fn serve(server: Arc<ApiServer>, def: &Arc<ResourceDef>, ns: &str, name: &str, q: &std::collections::HashMap<String, String>) -> Result<Response> {
+pub async fn serve(
+    server: Arc<ApiServer>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    q: &std::collections::HashMap<String, String>,
+) -> Result<Response> {
     let pod = server.store.get(def, ns, name).ok_or_else(|| ApiError::not_found(def, name))?.value();
     let flag = |k: &str| matches!(q.get(k).map(String::as_str), Some("true" | "1"));
     let tail = match q.get("tailLines") {
-        Some(t) => Some(t.parse::<usize>().map_err(|_| ApiError::bad_request(format!("tailLines: invalid value {t:?}")))?),
+        Some(t) => {
+            Some(t.parse::<usize>().map_err(|_| ApiError::bad_request(format!("tailLines: invalid value {t:?}")))?)
+        }
         None => None,
     };
     let (follow, timestamps, previous) = (flag("follow"), flag("timestamps"), flag("previous"));

@@ -19,11 +19,11 @@ pub const TOTAL_ANNOTATION_SIZE_LIMIT_B: usize = 256 * (1 << 10);
 
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_ERR_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str =
-    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_ERR_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
-const QUALIFIED_NAME_ERR_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_ERR_MSG: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
 const LABEL_VALUE_ERR_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
@@ -63,9 +63,7 @@ fn is_dns1123_label_shape(s: &str) -> bool {
     let lower_alnum = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     match (b.first(), b.last()) {
         (Some(&first), Some(&last)) => {
-            lower_alnum(first)
-                && lower_alnum(last)
-                && b.iter().all(|&c| lower_alnum(c) || c == b'-')
+            lower_alnum(first) && lower_alnum(last) && b.iter().all(|&c| lower_alnum(c) || c == b'-')
         }
         _ => false,
     }
@@ -83,8 +81,7 @@ fn is_qualified_name_part_shape(s: &str) -> bool {
         (Some(&first), Some(&last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && b.iter()
-                    .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+                && b.iter().all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         }
         _ => false,
     }
@@ -101,11 +98,7 @@ pub fn dns1123_label(s: &str) -> Vec<String> {
             // A valid subdomain but not a valid label: it has dots.
             errs.push("must not contain dots".to_string());
         } else {
-            errs.push(regex_error(
-                DNS1123_LABEL_ERR_MSG,
-                DNS1123_LABEL_FMT,
-                &["my-name", "123-abc"],
-            ));
+            errs.push(regex_error(DNS1123_LABEL_ERR_MSG, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
         }
     }
     errs
@@ -118,11 +111,7 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
         errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH));
     }
     if !is_dns1123_subdomain_shape(s) {
-        errs.push(regex_error(
-            DNS1123_SUBDOMAIN_ERR_MSG,
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
+        errs.push(regex_error(DNS1123_SUBDOMAIN_ERR_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"]));
     }
     errs
 }
@@ -139,11 +128,7 @@ pub fn qualified_name(s: &str) -> Vec<String> {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
-                errs.extend(
-                    dns1123_subdomain(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
+                errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
             }
             *name
         }
@@ -158,19 +143,12 @@ pub fn qualified_name(s: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push(format!("name part {}", empty_error()));
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-        errs.push(format!(
-            "name part {}",
-            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
-        ));
+        errs.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
     }
     if !is_qualified_name_part_shape(name) {
         errs.push(format!(
             "name part {}",
-            regex_error(
-                QUALIFIED_NAME_ERR_MSG,
-                QUALIFIED_NAME_FMT,
-                &["MyName", "my.name", "123-abc"]
-            )
+            regex_error(QUALIFIED_NAME_ERR_MSG, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
         ));
     }
     errs
@@ -184,11 +162,7 @@ pub fn label_value(s: &str) -> Vec<String> {
         errs.push(max_len_error(LABEL_VALUE_MAX_LENGTH));
     }
     if !s.is_empty() && !is_qualified_name_part_shape(s) {
-        errs.push(regex_error(
-            LABEL_VALUE_ERR_MSG,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
+        errs.push(regex_error(LABEL_VALUE_ERR_MSG, LABEL_VALUE_FMT, &["MyValue", "my_value", "12345"]));
     }
     errs
 }
@@ -228,11 +202,7 @@ pub fn validate_labels(labels: &Value, field: &str) -> Vec<(String, String, Stri
                     errs.push((field.to_string(), s.clone(), msg));
                 }
             }
-            other => errs.push((
-                format!("{field}[{k}]"),
-                value_text(other),
-                "must be a string".to_string(),
-            )),
+            other => errs.push((format!("{field}[{k}]"), value_text(other), "must be a string".to_string())),
         }
     }
     errs
@@ -263,11 +233,7 @@ pub fn validate_annotations(annotations: &Value, field: &str) -> Vec<(String, St
         total += k.len();
         match v {
             Value::String(s) => total += s.len(),
-            other => errs.push((
-                format!("{field}[{k}]"),
-                value_text(other),
-                "must be a string".to_string(),
-            )),
+            other => errs.push((format!("{field}[{k}]"), value_text(other), "must be a string".to_string())),
         }
     }
     if total > TOTAL_ANNOTATION_SIZE_LIMIT_B {
@@ -292,16 +258,7 @@ mod tests {
 
     #[test]
     fn dns1123_label_accepts_lowercase_alphanumerics_and_inner_dashes() {
-        for ok in [
-            "a",
-            "0",
-            "abc",
-            "a-b",
-            "a--b",
-            "123-abc",
-            "my-name",
-            &"a".repeat(63),
-        ] {
+        for ok in ["a", "0", "abc", "a-b", "a--b", "123-abc", "my-name", &"a".repeat(63)] {
             assert!(dns1123_label(ok).is_empty(), "{ok:?} should be valid");
         }
     }
@@ -315,52 +272,30 @@ mod tests {
 
     #[test]
     fn dns1123_label_with_dots_says_must_not_contain_dots() {
-        assert_eq!(
-            dns1123_label("a.b"),
-            vec!["must not contain dots".to_string()]
-        );
+        assert_eq!(dns1123_label("a.b"), vec!["must not contain dots".to_string()]);
     }
 
     #[test]
     fn dns1123_label_length_limit_is_63() {
         assert!(dns1123_label(&"a".repeat(63)).is_empty());
-        assert_eq!(
-            dns1123_label(&"a".repeat(64)),
-            vec!["must be no more than 63 characters".to_string()]
-        );
+        assert_eq!(dns1123_label(&"a".repeat(64)), vec!["must be no more than 63 characters".to_string()]);
         assert_eq!(
             dns1123_label(&"A".repeat(64)),
-            vec![
-                "must be no more than 63 characters".to_string(),
-                LABEL_MSG.to_string()
-            ]
+            vec!["must be no more than 63 characters".to_string(), LABEL_MSG.to_string()]
         );
     }
 
     #[test]
     fn dns1123_subdomain_accepts_dotted_labels() {
-        for ok in [
-            "a",
-            "example.com",
-            "a.b.c",
-            "1.2.3",
-            "a-b.c-d",
-            &"a".repeat(253),
-        ] {
+        for ok in ["a", "example.com", "a.b.c", "1.2.3", "a-b.c-d", &"a".repeat(253)] {
             assert!(dns1123_subdomain(ok).is_empty(), "{ok:?} should be valid");
         }
     }
 
     #[test]
     fn dns1123_subdomain_rejects_bad_shapes_with_upstream_message() {
-        for bad in [
-            "", ".", "a.", ".a", "a..b", "A.com", "a_b.com", "-a.com", "a-.com", "a.-b",
-        ] {
-            assert_eq!(
-                dns1123_subdomain(bad),
-                vec![SUBDOMAIN_MSG.to_string()],
-                "{bad:?}"
-            );
+        for bad in ["", ".", "a.", ".a", "a..b", "A.com", "a_b.com", "-a.com", "a-.com", "a.-b"] {
+            assert_eq!(dns1123_subdomain(bad), vec![SUBDOMAIN_MSG.to_string()], "{bad:?}");
         }
     }
 
@@ -368,26 +303,13 @@ mod tests {
     fn dns1123_subdomain_length_limit_is_253() {
         let long = format!("{}.{}", "a".repeat(200), "b".repeat(53));
         assert_eq!(long.len(), 254);
-        assert_eq!(
-            dns1123_subdomain(&long),
-            vec!["must be no more than 253 characters".to_string()]
-        );
+        assert_eq!(dns1123_subdomain(&long), vec!["must be no more than 253 characters".to_string()]);
         assert!(dns1123_subdomain(&long[1..]).is_empty());
     }
 
     #[test]
     fn qualified_name_accepts_names_and_prefixed_names() {
-        for ok in [
-            "a",
-            "A",
-            "MyName",
-            "my.name",
-            "my_name",
-            "123-abc",
-            "example.com/MyName",
-            "a/b",
-            &"x".repeat(63),
-        ] {
+        for ok in ["a", "A", "MyName", "my.name", "my_name", "123-abc", "example.com/MyName", "a/b", &"x".repeat(63)] {
             assert!(qualified_name(ok).is_empty(), "{ok:?} should be valid");
         }
     }
@@ -395,55 +317,30 @@ mod tests {
     #[test]
     fn qualified_name_rejects_leading_dash_underscore_and_trailing_dot() {
         for bad in ["-a", "_a", "a.", "a_", "a b", "a$"] {
-            assert_eq!(
-                qualified_name(bad),
-                vec![NAME_PART_MSG.to_string()],
-                "{bad:?}"
-            );
+            assert_eq!(qualified_name(bad), vec![NAME_PART_MSG.to_string()], "{bad:?}");
         }
     }
 
     #[test]
     fn qualified_name_empty_name_reports_both_errors() {
-        assert_eq!(
-            qualified_name(""),
-            vec![
-                "name part must be non-empty".to_string(),
-                NAME_PART_MSG.to_string()
-            ]
-        );
+        assert_eq!(qualified_name(""), vec!["name part must be non-empty".to_string(), NAME_PART_MSG.to_string()]);
         assert_eq!(
             qualified_name("a.com/"),
-            vec![
-                "name part must be non-empty".to_string(),
-                NAME_PART_MSG.to_string()
-            ]
+            vec!["name part must be non-empty".to_string(), NAME_PART_MSG.to_string()]
         );
     }
 
     #[test]
     fn qualified_name_name_part_limit_is_63() {
         assert!(qualified_name(&format!("example.com/{}", "n".repeat(63))).is_empty());
-        assert_eq!(
-            qualified_name(&"n".repeat(64)),
-            vec!["name part must be no more than 63 characters".to_string()]
-        );
+        assert_eq!(qualified_name(&"n".repeat(64)), vec!["name part must be no more than 63 characters".to_string()]);
     }
 
     #[test]
     fn qualified_name_checks_prefix_as_subdomain() {
-        assert_eq!(
-            qualified_name("/a"),
-            vec!["prefix part must be non-empty".to_string()]
-        );
-        assert_eq!(
-            qualified_name("Example.com/a"),
-            vec![format!("prefix part {SUBDOMAIN_MSG}")]
-        );
-        assert_eq!(
-            qualified_name("ex_ample/a"),
-            vec![format!("prefix part {SUBDOMAIN_MSG}")]
-        );
+        assert_eq!(qualified_name("/a"), vec!["prefix part must be non-empty".to_string()]);
+        assert_eq!(qualified_name("Example.com/a"), vec![format!("prefix part {SUBDOMAIN_MSG}")]);
+        assert_eq!(qualified_name("ex_ample/a"), vec![format!("prefix part {SUBDOMAIN_MSG}")]);
         assert_eq!(
             qualified_name(&format!("{}/a", "p".repeat(254))),
             vec!["prefix part must be no more than 253 characters".to_string()]
@@ -460,15 +357,7 @@ mod tests {
 
     #[test]
     fn label_value_accepts_empty_and_mixed_case() {
-        for ok in [
-            "",
-            "a",
-            "MyValue",
-            "my_value",
-            "12345",
-            "a.b-c_d",
-            &"v".repeat(63),
-        ] {
+        for ok in ["", "a", "MyValue", "my_value", "12345", "a.b-c_d", &"v".repeat(63)] {
             assert!(label_value(ok).is_empty(), "{ok:?} should be valid");
         }
     }
@@ -482,36 +371,19 @@ mod tests {
 
     #[test]
     fn label_value_length_limit_is_63() {
-        assert_eq!(
-            label_value(&"v".repeat(64)),
-            vec!["must be no more than 63 characters".to_string()]
-        );
+        assert_eq!(label_value(&"v".repeat(64)), vec!["must be no more than 63 characters".to_string()]);
     }
 
     #[test]
     fn validate_labels_reports_bad_keys_and_values_at_the_field() {
         assert!(validate_labels(&Value::Null, "metadata.labels").is_empty());
-        assert!(
-            validate_labels(
-                &json!({"app": "web", "example.com/Tier": ""}),
-                "metadata.labels"
-            )
-            .is_empty()
-        );
+        assert!(validate_labels(&json!({"app": "web", "example.com/Tier": ""}), "metadata.labels").is_empty());
         let errs = validate_labels(&json!({"-bad": "ok", "good": "bad-"}), "metadata.labels");
         assert_eq!(
             errs,
             vec![
-                (
-                    "metadata.labels".to_string(),
-                    "-bad".to_string(),
-                    NAME_PART_MSG.to_string()
-                ),
-                (
-                    "metadata.labels".to_string(),
-                    "bad-".to_string(),
-                    VALUE_MSG.to_string()
-                ),
+                ("metadata.labels".to_string(), "-bad".to_string(), NAME_PART_MSG.to_string()),
+                ("metadata.labels".to_string(), "bad-".to_string(), VALUE_MSG.to_string()),
             ]
         );
     }
@@ -519,14 +391,7 @@ mod tests {
     #[test]
     fn validate_labels_rejects_non_string_values_and_non_objects() {
         let errs = validate_labels(&json!({"a": 1}), "metadata.labels");
-        assert_eq!(
-            errs,
-            vec![(
-                "metadata.labels[a]".to_string(),
-                "1".to_string(),
-                "must be a string".to_string()
-            )]
-        );
+        assert_eq!(errs, vec![("metadata.labels[a]".to_string(), "1".to_string(), "must be a string".to_string())]);
         assert_eq!(validate_labels(&json!([1]), "metadata.labels").len(), 1);
     }
 
@@ -534,11 +399,8 @@ mod tests {
     fn validate_annotations_allows_any_value_and_uppercase_keys() {
         let big_value = "x".repeat(1000);
         assert!(
-            validate_annotations(
-                &json!({"Example.COM/Key": big_value, "k": "-_ anything"}),
-                "metadata.annotations"
-            )
-            .is_empty()
+            validate_annotations(&json!({"Example.COM/Key": big_value, "k": "-_ anything"}), "metadata.annotations")
+                .is_empty()
         );
         assert!(validate_annotations(&Value::Null, "metadata.annotations").is_empty());
     }
@@ -546,14 +408,7 @@ mod tests {
     #[test]
     fn validate_annotations_rejects_bad_keys() {
         let errs = validate_annotations(&json!({"_k": "v"}), "metadata.annotations");
-        assert_eq!(
-            errs,
-            vec![(
-                "metadata.annotations".to_string(),
-                "_k".to_string(),
-                NAME_PART_MSG.to_string()
-            )]
-        );
+        assert_eq!(errs, vec![("metadata.annotations".to_string(), "_k".to_string(), NAME_PART_MSG.to_string())]);
     }
 
     #[test]
@@ -563,11 +418,7 @@ mod tests {
         let over = json!({"k": "x".repeat(TOTAL_ANNOTATION_SIZE_LIMIT_B)});
         assert_eq!(
             validate_annotations(&over, "metadata.annotations"),
-            vec![(
-                "metadata.annotations".to_string(),
-                String::new(),
-                "must have at most 262144 bytes".to_string()
-            )]
+            vec![("metadata.annotations".to_string(), String::new(), "must have at most 262144 bytes".to_string())]
         );
     }
 }

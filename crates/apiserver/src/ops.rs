@@ -160,7 +160,8 @@ fn validate_meta(def: &ResourceDef, v: &Value) -> Vec<Cause> {
     let name = meta_str(v, "name").unwrap_or_default();
     let problems = if def.is_namespace() || (def.group.is_empty() && def.plural == "services") {
         crate::names::dns1123_label(name)
-    } else if def.group.is_empty() && (def.plural == "events" || def.plural == "secrets" || def.plural == "configmaps") {
+    } else if def.group.is_empty() && (def.plural == "events" || def.plural == "secrets" || def.plural == "configmaps")
+    {
         // Kubernetes only requires these names to be path segments.
         path_segment(name)
     } else {
@@ -186,11 +187,7 @@ fn path_segment(name: &str) -> Vec<String> {
     if name == "." || name == ".." {
         return vec![format!("may not be '{name}'")];
     }
-    ["/", "%"]
-        .iter()
-        .filter(|c| name.contains(*c))
-        .map(|c| format!("may not contain '{c}'"))
-        .collect()
+    ["/", "%"].iter().filter(|c| name.contains(*c)).map(|c| format!("may not contain '{c}'")).collect()
 }
 
 /// Status a built-in kind starts with, as each kind's create strategy resets it.
@@ -389,7 +386,15 @@ pub fn update(
     {
         let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
         let meta = meta_mut(&mut new);
-        for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "resourceVersion", "namespace"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "resourceVersion",
+            "namespace",
+        ] {
             match old_meta.get(k) {
                 Some(v) => meta.insert(k.into(), v.clone()),
                 None => meta.remove(k),
@@ -402,12 +407,18 @@ pub fn update(
         ctx.admission.apply_defaults(def, &mut new, Some(&old));
         if cur.deleting {
             let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
-            let added: Vec<String> = meta_list(&new, "finalizers").into_iter().filter(|f| !old_f.contains(&f.as_str())).collect();
+            let added: Vec<String> =
+                meta_list(&new, "finalizers").into_iter().filter(|f| !old_f.contains(&f.as_str())).collect();
             if !added.is_empty() {
                 return Err(ApiError::invalid(
                     def,
                     name,
-                    vec![Cause::forbidden("metadata.finalizers", &format!("no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"))],
+                    vec![Cause::forbidden(
+                        "metadata.finalizers",
+                        &format!(
+                            "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                        ),
+                    )],
                 ));
             }
         }
@@ -451,8 +462,11 @@ fn meta_list(v: &Value, key: &str) -> Vec<String> {
 
 /// Kubernetes' JSON Patch: like RFC 6902, except that `test` of a missing path against `null` succeeds.
 pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
-    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
-        .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: invalid JSON patch: {e}")))?;
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the server rejected our request due to an error in our request: invalid JSON patch: {e}"
+        ))
+    })?;
     for (i, op) in ops.0.into_iter().enumerate() {
         if let json_patch::PatchOperation::Test(t) = &op
             && t.value.is_null()
@@ -461,15 +475,21 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
             continue;
         }
         json_patch::patch(doc, &[op]).map_err(|e| {
-            ApiError::new(422, "Invalid", format!("the server rejected our request due to an error in our request: operation {i}: {e}"))
+            ApiError::new(
+                422,
+                "Invalid",
+                format!("the server rejected our request due to an error in our request: operation {i}: {e}"),
+            )
         })?;
     }
     Ok(())
 }
 
 fn parse_apply_body(body: &[u8]) -> Result<Value> {
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("apply patch is not UTF-8: {e}")))?;
-    let v: Value = serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let text =
+        std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("apply patch is not UTF-8: {e}")))?;
+    let v: Value =
+        serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     Ok(v)
 }
 
@@ -495,7 +515,9 @@ pub fn patch(
     if let PatchType::Apply { .. } = kind {
         for field in ["apiVersion", "kind"] {
             if patch.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
-                return Err(ApiError::bad_request(format!("invalid object type: /, Kind= (apply configuration must set {field})")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid object type: /, Kind= (apply configuration must set {field})"
+                )));
             }
         }
         if let Some(n) = meta_str(&patch, "name")
@@ -525,13 +547,15 @@ pub fn patch(
         }
         PatchType::Json => json_patch(&mut doc, &patch)?,
         PatchType::Strategic => {
-            doc = crate::strategic_merge::apply(&def.kind, &doc, &patch).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            doc = crate::strategic_merge::apply(&def.kind, &doc, &patch)
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         // Field ownership is not tracked: applying merges the configuration into the live object
         // (by merge keys for built-ins), so fields a manager stops applying are left in place.
         PatchType::Apply { .. } => {
             doc = if def.builtin {
-                crate::strategic_merge::apply(&def.kind, &doc, &patch).map_err(|e| ApiError::bad_request(e.to_string()))?
+                crate::strategic_merge::apply(&def.kind, &doc, &patch)
+                    .map_err(|e| ApiError::bad_request(e.to_string()))?
             } else {
                 let mut d = doc;
                 json_patch::merge(&mut d, &patch);
@@ -553,7 +577,13 @@ pub struct Deleted {
     pub removed: bool,
 }
 
-pub fn delete(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Deleted> {
+pub fn delete(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<Deleted> {
     let key = Txn::key(def, ns_of(def, ns), name);
     let Some(cur) = txn.get(&key) else { return Err(ApiError::not_found(def, name)) };
     if let Some(uid) = &opts.precondition_uid
@@ -571,7 +601,10 @@ pub fn delete(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, o
         return Err(ApiError::conflict(
             def,
             name,
-            &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", cur.rv),
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                cur.rv
+            ),
         ));
     }
     if def.is_namespace() && name == "default" {
@@ -613,13 +646,16 @@ fn pod_grace(def: &ResourceDef, v: &Value, requested: Option<i64>) -> i64 {
     if !bound || terminal {
         return 0;
     }
-    requested
-        .or_else(|| v.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
-        .unwrap_or(30)
-        .max(0)
+    requested.or_else(|| v.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64)).unwrap_or(30).max(0)
 }
 
-fn delete_key(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, opts: &DeleteOptions, work: &mut VecDeque<Work>) -> Result<()> {
+fn delete_key(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    key: &Key,
+    opts: &DeleteOptions,
+    work: &mut VecDeque<Work>,
+) -> Result<()> {
     let Some(cur) = txn.get(key) else { return Ok(()) };
     let mut v = cur.value();
     let grace = pod_grace(def, &v, opts.grace_period);
@@ -638,14 +674,19 @@ fn delete_key(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, opts: &Delet
     let mut finalizers = cur.finalizers.clone();
     let has_dependents = !txn.dependents(&cur.uid).is_empty();
     match propagation {
-        Propagation::Foreground if has_dependents && !finalizers.iter().any(|f| f == FOREGROUND) => finalizers.push(FOREGROUND.into()),
-        Propagation::Orphan if has_dependents && !finalizers.iter().any(|f| f == ORPHAN) => finalizers.push(ORPHAN.into()),
+        Propagation::Foreground if has_dependents && !finalizers.iter().any(|f| f == FOREGROUND) => {
+            finalizers.push(FOREGROUND.into())
+        }
+        Propagation::Orphan if has_dependents && !finalizers.iter().any(|f| f == ORPHAN) => {
+            finalizers.push(ORPHAN.into())
+        }
         _ => {}
     }
     if def.is_namespace() {
         v["status"] = json!({"phase": "Terminating"});
     }
-    if finalizers.is_empty() && grace == 0 && !(def.is_namespace() && !txn.keys_in_namespace(&cur.name).is_empty()) {
+    let namespace_has_content = def.is_namespace() && !txn.keys_in_namespace(&cur.name).is_empty();
+    if finalizers.is_empty() && grace == 0 && !namespace_has_content {
         remove(txn, def, key, work);
         return Ok(());
     }
@@ -762,7 +803,8 @@ fn collect_dependent(txn: &mut Txn<'_>, key: &Key, dep: &Arc<Obj>, work: &mut Ve
     }
     let def = def_of(txn, key)?;
     let has_dependents = !txn.dependents(&dep.uid).is_empty();
-    let propagation = if !waiting.is_empty() && has_dependents { Propagation::Foreground } else { Propagation::Background };
+    let propagation =
+        if !waiting.is_empty() && has_dependents { Propagation::Foreground } else { Propagation::Background };
     delete_key(txn, &def, key, &DeleteOptions { propagation: Some(propagation), ..Default::default() }, work)
 }
 

@@ -75,7 +75,8 @@ impl Redb {
         if !path.exists() {
             Self::create_new(dir, &path)?;
         }
-        let db = Database::open(&path).map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
+        let db =
+            Database::open(&path).map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
         let me = Redb { db, path };
         let txn = me.db.begin_read().map_err(|e| me.err(e))?;
         let ok = match txn.open_table(META) {

@@ -16,7 +16,8 @@ pub fn set_condition(pod: &mut Value, type_: &str, status: &str, reason: &str, m
     if !pod.get("status").is_some_and(Value::is_object) {
         pod["status"] = json!({});
     }
-    let conds = pod["status"].as_object_mut().expect("status is an object").entry("conditions").or_insert_with(|| json!([]));
+    let conds =
+        pod["status"].as_object_mut().expect("status is an object").entry("conditions").or_insert_with(|| json!([]));
     if !conds.is_array() {
         *conds = json!([]);
     }
@@ -62,7 +63,14 @@ pub fn bind(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, bin
 }
 
 /// Marks the pod with `DisruptionTarget` (as the eviction API does) and deletes it.
-pub fn evict(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, opts: &DeleteOptions) -> Result<()> {
+pub fn evict(
+    txn: &mut Txn<'_>,
+    ctx: &Ctx<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<()> {
     let key = Txn::key(def, ns, name);
     let pod = txn.get(&key).ok_or_else(|| ApiError::not_found(def, name))?;
     let mut v = pod.value();

@@ -321,7 +321,8 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
     let names = spec.get("names").ok_or("spec.names: Required value")?;
     let plural = names.get("plural").and_then(Value::as_str).ok_or("spec.names.plural: Required value")?;
     let kind = names.get("kind").and_then(Value::as_str).ok_or("spec.names.kind: Required value")?;
-    let singular = names.get("singular").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| kind.to_lowercase());
+    let singular =
+        names.get("singular").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| kind.to_lowercase());
     let list_of = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())

@@ -68,9 +68,7 @@ fn go_quote(s: &str) -> String {
             '\u{8}' => out.push_str("\\b"),
             '\u{c}' => out.push_str("\\f"),
             '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
             c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
@@ -98,11 +96,7 @@ fn aggregate(errs: Vec<String>) -> String {
             seen.push(e);
         }
     }
-    if seen.len() == 1 {
-        seen.remove(0)
-    } else {
-        format!("[{}]", seen.join(", "))
-    }
+    if seen.len() == 1 { seen.remove(0) } else { format!("[{}]", seen.join(", ")) }
 }
 
 /// `validateLabelKey`.
@@ -114,13 +108,7 @@ fn validate_label_key(key: &str, path: &str) -> Option<String> {
 /// `validateLabelValue` (the path gets the key as a subscript).
 fn validate_label_value(key: &str, value: &str, path: &str) -> Option<String> {
     let errs = names::label_value(value);
-    (!errs.is_empty()).then(|| {
-        invalid(
-            &format!("{path}[{key}]"),
-            &go_quote(value),
-            &errs.join("; "),
-        )
-    })
+    (!errs.is_empty()).then(|| invalid(&format!("{path}[{key}]"), &go_quote(value), &errs.join("; ")))
 }
 
 fn child(path: Option<&str>, name: &str) -> String {
@@ -136,11 +124,7 @@ fn child(path: Option<&str>, name: &str) -> String {
 impl Requirement {
     /// `labels.NewRequirement`: validates the key, the value count for the operator, integer
     /// values for `Gt`/`Lt`, and every value. Values are kept in the given order.
-    pub fn new(
-        key: &str,
-        operator: Operator,
-        values: Vec<String>,
-    ) -> Result<Requirement, SelectorError> {
+    pub fn new(key: &str, operator: Operator, values: Vec<String>) -> Result<Requirement, SelectorError> {
         new_requirement(key, operator, values, None).map_err(SelectorError)
     }
 
@@ -163,11 +147,7 @@ impl Requirement {
                 let Ok(wanted) = wanted.parse::<i64>() else {
                     return false;
                 };
-                if self.operator == Operator::Gt {
-                    actual > wanted
-                } else {
-                    actual < wanted
-                }
+                if self.operator == Operator::Gt { actual > wanted } else { actual < wanted }
             }
         }
     }
@@ -236,15 +216,7 @@ fn new_requirement(
             errs.push(e);
         }
     }
-    if errs.is_empty() {
-        Ok(Requirement {
-            key: key.to_string(),
-            operator,
-            values,
-        })
-    } else {
-        Err(aggregate(errs))
-    }
+    if errs.is_empty() { Ok(Requirement { key: key.to_string(), operator, values }) } else { Err(aggregate(errs)) }
 }
 
 impl fmt::Display for Requirement {
@@ -354,11 +326,7 @@ impl Lexer<'_> {
             return (Token::EndOfString, String::new());
         }
         self.unread();
-        if is_special_symbol(ch) {
-            self.scan_special_symbol()
-        } else {
-            self.scan_id_or_keyword()
-        }
+        if is_special_symbol(ch) { self.scan_special_symbol() } else { self.scan_id_or_keyword() }
     }
 
     fn scan_id_or_keyword(&mut self) -> (Token, String) {
@@ -397,12 +365,7 @@ impl Lexer<'_> {
                 break;
             }
         }
-        last.unwrap_or_else(|| {
-            (
-                Token::Error,
-                format!("error expected: keyword found '{}'", text(&buffer)),
-            )
-        })
+        last.unwrap_or_else(|| (Token::Error, format!("error expected: keyword found '{}'", text(&buffer))))
     }
 }
 
@@ -428,10 +391,7 @@ fn set_list(mut values: Vec<String>) -> Vec<String> {
 
 impl Parser {
     fn new(s: &str) -> Parser {
-        let mut lexer = Lexer {
-            s: s.as_bytes(),
-            pos: 0,
-        };
+        let mut lexer = Lexer { s: s.as_bytes(), pos: 0 };
         let mut items = Vec::new();
         loop {
             let (tok, lit) = lexer.lex();
@@ -444,11 +404,7 @@ impl Parser {
     }
 
     fn item(&self, index: usize, context: Context) -> (Token, String) {
-        let (tok, lit) = self
-            .items
-            .get(index)
-            .cloned()
-            .unwrap_or((Token::EndOfString, String::new()));
+        let (tok, lit) = self.items.get(index).cloned().unwrap_or((Token::EndOfString, String::new()));
         match tok {
             Token::In | Token::NotIn if context == Context::Values => (Token::Identifier, lit),
             _ => (tok, lit),
@@ -470,9 +426,7 @@ impl Parser {
             let (tok, lit) = self.lookahead(Context::Values);
             match tok {
                 Token::Identifier | Token::DoesNotExist => {
-                    let r = self
-                        .parse_requirement()
-                        .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                    let r = self.parse_requirement().map_err(|e| format!("unable to parse requirement: {e}"))?;
                     requirements.push(r);
                     let (t, l) = self.consume(Context::Values);
                     match t {
@@ -480,9 +434,7 @@ impl Parser {
                         Token::Comma => {
                             let (t2, l2) = self.lookahead(Context::Values);
                             if t2 != Token::Identifier && t2 != Token::DoesNotExist {
-                                return Err(format!(
-                                    "found '{l2}', expected: identifier after ','"
-                                ));
+                                return Err(format!("found '{l2}', expected: identifier after ','"));
                             }
                         }
                         _ => return Err(format!("found '{l}', expected: ',' or 'end of string'")),
@@ -490,9 +442,7 @@ impl Parser {
                 }
                 Token::EndOfString => return Ok(requirements),
                 _ => {
-                    return Err(format!(
-                        "found '{lit}', expected: !, identifier, or 'end of string'"
-                    ));
+                    return Err(format!("found '{lit}', expected: !, identifier, or 'end of string'"));
                 }
             }
         }
@@ -526,9 +476,7 @@ impl Parser {
             return Err(e);
         }
         let (t, _) = self.lookahead(Context::Values);
-        if (t == Token::EndOfString || t == Token::Comma)
-            && operator != Some(Operator::DoesNotExist)
-        {
+        if (t == Token::EndOfString || t == Token::Comma) && operator != Some(Operator::DoesNotExist) {
             operator = Some(Operator::Exists);
         }
         Ok((literal, operator))
@@ -623,19 +571,13 @@ impl LabelSelector {
     pub fn parse(s: &str) -> Result<LabelSelector, SelectorError> {
         let mut requirements = Parser::new(s).parse().map_err(SelectorError)?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        Ok(LabelSelector {
-            requirements,
-            nothing: false,
-        })
+        Ok(LabelSelector { requirements, nothing: false })
     }
 
     /// A selector built from requirements (sorted by key, as `Selector.Add`).
     pub fn from_requirements(mut requirements: Vec<Requirement>) -> LabelSelector {
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
-        LabelSelector {
-            requirements,
-            nothing: false,
-        }
+        LabelSelector { requirements, nothing: false }
     }
 
     /// `labels.Everything()`: matches every object.
@@ -645,10 +587,7 @@ impl LabelSelector {
 
     /// `labels.Nothing()`: matches no object (what upstream uses for a nil selector pointer).
     pub fn nothing() -> LabelSelector {
-        LabelSelector {
-            requirements: Vec::new(),
-            nothing: true,
-        }
+        LabelSelector { requirements: Vec::new(), nothing: true }
     }
 
     /// The requirements, ANDed together.
@@ -711,11 +650,7 @@ pub fn from_label_selector_json(v: &Value) -> Result<LabelSelector, SelectorErro
         Value::Null => return Ok(LabelSelector::everything()),
         Value::Object(obj) => obj,
         other => {
-            return Err(SelectorError(invalid(
-                "<nil>",
-                &json_text(other),
-                "a label selector must be an object",
-            )));
+            return Err(SelectorError(invalid("<nil>", &json_text(other), "a label selector must be an object")));
         }
     };
     let mut errs = Vec::new();
@@ -739,19 +674,11 @@ pub fn from_label_selector_json(v: &Value) -> Result<LabelSelector, SelectorErro
                             values: vec![s.clone()],
                         });
                     }
-                    other => errs.push(invalid(
-                        &format!("matchLabels[{k}]"),
-                        &json_text(other),
-                        "must be a string",
-                    )),
+                    other => errs.push(invalid(&format!("matchLabels[{k}]"), &json_text(other), "must be a string")),
                 }
             }
         }
-        other => errs.push(invalid(
-            "matchLabels",
-            &json_text(other),
-            "must be a map of string keys to string values",
-        )),
+        other => errs.push(invalid("matchLabels", &json_text(other), "must be a map of string keys to string values")),
     }
 
     match obj.get("matchExpressions").unwrap_or(&Value::Null) {
@@ -764,11 +691,9 @@ pub fn from_label_selector_json(v: &Value) -> Result<LabelSelector, SelectorErro
                 }
             }
         }
-        other => errs.push(invalid(
-            "matchExpressions",
-            &json_text(other),
-            "must be a list of label selector requirements",
-        )),
+        other => {
+            errs.push(invalid("matchExpressions", &json_text(other), "must be a list of label selector requirements"))
+        }
     }
 
     if errs.is_empty() {
@@ -781,11 +706,7 @@ pub fn from_label_selector_json(v: &Value) -> Result<LabelSelector, SelectorErro
 /// One `matchExpressions` entry, validated as `ValidateLabelSelectorRequirement`.
 fn expression(expr: &Value, path: &str, errs: &mut Vec<String>) -> Option<Requirement> {
     let Value::Object(expr) = expr else {
-        errs.push(invalid(
-            path,
-            &json_text(expr),
-            "must be a label selector requirement object",
-        ));
+        errs.push(invalid(path, &json_text(expr), "must be a label selector requirement object"));
         return None;
     };
     let before = errs.len();
@@ -793,11 +714,7 @@ fn expression(expr: &Value, path: &str, errs: &mut Vec<String>) -> Option<Requir
         Value::Null => String::new(),
         Value::String(s) => s.clone(),
         other => {
-            errs.push(invalid(
-                &format!("{path}.key"),
-                &json_text(other),
-                "must be a string",
-            ));
+            errs.push(invalid(&format!("{path}.key"), &json_text(other), "must be a string"));
             String::new()
         }
     };
@@ -813,19 +730,11 @@ fn expression(expr: &Value, path: &str, errs: &mut Vec<String>) -> Option<Requir
             for (j, item) in items.iter().enumerate() {
                 match item {
                     Value::String(s) => values.push(s.clone()),
-                    other => errs.push(invalid(
-                        &format!("{path}.values[{j}]"),
-                        &json_text(other),
-                        "must be a string",
-                    )),
+                    other => errs.push(invalid(&format!("{path}.values[{j}]"), &json_text(other), "must be a string")),
                 }
             }
         }
-        other => errs.push(invalid(
-            &format!("{path}.values"),
-            &json_text(other),
-            "must be a list of strings",
-        )),
+        other => errs.push(invalid(&format!("{path}.values"), &json_text(other), "must be a list of strings")),
     }
 
     let operator = match operator_text.as_str() {
@@ -836,17 +745,16 @@ fn expression(expr: &Value, path: &str, errs: &mut Vec<String>) -> Option<Requir
         _ => None,
     };
     match operator {
-        Some(Operator::In | Operator::NotIn) if values.is_empty() => errs.push(format!(
-            "{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"
-        )),
+        Some(Operator::In | Operator::NotIn) if values.is_empty() => {
+            errs.push(format!("{path}.values: Required value: must be specified when `operator` is 'In' or 'NotIn'"))
+        }
         Some(Operator::Exists | Operator::DoesNotExist) if !values.is_empty() => errs.push(format!(
             "{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"
         )),
         Some(_) => {}
-        None => errs.push(format!(
-            "{path}.operator: {} is not a valid label selector operator",
-            go_quote(&operator_text)
-        )),
+        None => {
+            errs.push(format!("{path}.operator: {} is not a valid label selector operator", go_quote(&operator_text)))
+        }
     }
     for msg in names::qualified_name(&key) {
         errs.push(invalid(&format!("{path}.key"), &go_quote(&key), &msg));
@@ -857,11 +765,7 @@ fn expression(expr: &Value, path: &str, errs: &mut Vec<String>) -> Option<Requir
         }
     }
     match operator {
-        Some(operator) if errs.len() == before => Some(Requirement {
-            key,
-            operator,
-            values,
-        }),
+        Some(operator) if errs.len() == before => Some(Requirement { key, operator, values }),
         _ => None,
     }
 }
@@ -930,9 +834,7 @@ fn unescape_value(s: &str) -> Result<String, SelectorError> {
             match c {
                 '\\' | ',' | '=' => out.push(c),
                 other => {
-                    return Err(SelectorError(format!(
-                        "invalid field selector: invalid escape sequence: \\{other}"
-                    )));
+                    return Err(SelectorError(format!("invalid field selector: invalid escape sequence: \\{other}")));
                 }
             }
             in_slash = false;
@@ -951,18 +853,14 @@ fn unescape_value(s: &str) -> Result<String, SelectorError> {
         }
     }
     if in_slash {
-        return Err(SelectorError(
-            "invalid field selector: invalid escape sequence: \\".to_string(),
-        ));
+        return Err(SelectorError("invalid field selector: invalid escape sequence: \\".to_string()));
     }
     Ok(out)
 }
 
 /// `fields.EscapeValue`.
 fn escape_value(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace(',', "\\,")
-        .replace('=', "\\=")
+    s.replace('\\', "\\\\").replace(',', "\\,").replace('=', "\\=")
 }
 
 impl FieldSelector {
@@ -977,16 +875,10 @@ impl FieldSelector {
                 continue;
             }
             let Some((lhs, op, rhs)) = split_term(part) else {
-                return Err(SelectorError(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                )));
+                return Err(SelectorError(format!("invalid selector: '{s}'; can't understand '{part}'")));
             };
             let value = unescape_value(rhs)?;
-            terms.push(FieldTerm {
-                field: lhs.to_string(),
-                value,
-                equal: op != "!=",
-            });
+            terms.push(FieldTerm { field: lhs.to_string(), value, equal: op != "!=" });
         }
         Ok(FieldSelector { terms })
     }
@@ -999,9 +891,7 @@ impl FieldSelector {
     /// Whether the object, whose fields are read through `get`, satisfies every term. A missing
     /// field compares as the empty string.
     pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
-        self.terms
-            .iter()
-            .all(|t| (get(&t.field).unwrap_or_default() == t.value) == t.equal)
+        self.terms.iter().all(|t| (get(&t.field).unwrap_or_default() == t.value) == t.equal)
     }
 
     /// The field names the selector uses, in order (may repeat), so a caller can reject
@@ -1012,10 +902,7 @@ impl FieldSelector {
 
     /// `RequiresExactMatch`: the value of the first `field=value` term for `field`, if any.
     pub fn exact_value(&self, field: &str) -> Option<&str> {
-        self.terms
-            .iter()
-            .find(|t| t.equal && t.field == field)
-            .map(|t| t.value.as_str())
+        self.terms.iter().find(|t| t.equal && t.field == field).map(|t| t.value.as_str())
     }
 }
 
@@ -1042,10 +929,7 @@ mod tests {
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], bool);
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -1110,13 +994,7 @@ mod tests {
         let got: Vec<(&str, Operator, Vec<&str>)> = s
             .requirements()
             .iter()
-            .map(|r| {
-                (
-                    r.key.as_str(),
-                    r.operator,
-                    r.values.iter().map(String::as_str).collect(),
-                )
-            })
+            .map(|r| (r.key.as_str(), r.operator, r.values.iter().map(String::as_str).collect()))
             .collect();
         assert_eq!(
             got,
@@ -1135,20 +1013,10 @@ mod tests {
 
     #[test]
     fn whitespace_between_tokens_is_ignored() {
-        for s in [
-            " app = web ",
-            "app\t==\nweb",
-            "  app in ( web , db )",
-            "app in(web)",
-            " ! app",
-            "app , env",
-        ] {
+        for s in [" app = web ", "app\t==\nweb", "  app in ( web , db )", "app in(web)", " ! app", "app , env"] {
             assert!(LabelSelector::parse(s).is_ok(), "{s:?}");
         }
-        assert_eq!(
-            sel(" app  in ( db , web ) , ! tier ").to_string(),
-            "app in (db,web),!tier"
-        );
+        assert_eq!(sel(" app  in ( db , web ) , ! tier ").to_string(), "app in (db,web),!tier");
     }
 
     #[test]
@@ -1166,10 +1034,7 @@ mod tests {
         assert_eq!(sel("a in ()").requirements()[0].values, vec![""]);
         assert_eq!(sel("a in (,x)").requirements()[0].values, vec!["", "x"]);
         assert_eq!(sel("a in (x,)").requirements()[0].values, vec!["", "x"]);
-        assert_eq!(
-            sel("a in (x,,y)").requirements()[0].values,
-            vec!["", "x", "y"]
-        );
+        assert_eq!(sel("a in (x,,y)").requirements()[0].values, vec!["", "x", "y"]);
         assert!(sel("a in ()").matches(&labels(&[("a", "")])));
     }
 
@@ -1182,62 +1047,26 @@ mod tests {
     #[test]
     fn prefixed_keys_and_dotted_values_parse() {
         let s = sel("app.kubernetes.io/name=my.app_1,example.com/flag");
-        assert!(s.matches(&labels(&[
-            ("app.kubernetes.io/name", "my.app_1"),
-            ("example.com/flag", "")
-        ])));
+        assert!(s.matches(&labels(&[("app.kubernetes.io/name", "my.app_1"), ("example.com/flag", "")])));
     }
 
     #[test]
     fn invalid_syntax_is_rejected_with_upstream_messages() {
         let cases = [
-            (
-                ",",
-                "found ',', expected: !, identifier, or 'end of string'",
-            ),
-            (
-                "=a",
-                "found '=', expected: !, identifier, or 'end of string'",
-            ),
+            (",", "found ',', expected: !, identifier, or 'end of string'"),
+            ("=a", "found '=', expected: !, identifier, or 'end of string'"),
             ("a=b,", "found '', expected: identifier after ','"),
             ("a=b,,c", "found ',', expected: identifier after ','"),
             ("a=b c", "found 'c', expected: ',' or 'end of string'"),
-            (
-                "a b",
-                "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
-            ),
-            (
-                "a in b",
-                "unable to parse requirement: found 'b' expected: '('",
-            ),
-            (
-                "a in (b",
-                "unable to parse requirement: found '', expected: ',' or ')'",
-            ),
-            (
-                "a in (b c)",
-                "unable to parse requirement: found 'c', expected: ',' or ')'",
-            ),
-            (
-                "a in (=)",
-                "unable to parse requirement: found '=', expected: ',', ')' or identifier",
-            ),
-            (
-                "a in (,=)",
-                "unable to parse requirement: found '=', expected: ',', or identifier",
-            ),
-            (
-                "a=(",
-                "unable to parse requirement: found '(', expected: identifier",
-            ),
-            (
-                "!",
-                "unable to parse requirement: found '', expected: identifier",
-            ),
-            (
-                "!=a",
-                "found '!=', expected: !, identifier, or 'end of string'",
-            ),
+            ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+            ("a in b", "unable to parse requirement: found 'b' expected: '('"),
+            ("a in (b", "unable to parse requirement: found '', expected: ',' or ')'"),
+            ("a in (b c)", "unable to parse requirement: found 'c', expected: ',' or ')'"),
+            ("a in (=)", "unable to parse requirement: found '=', expected: ',', ')' or identifier"),
+            ("a in (,=)", "unable to parse requirement: found '=', expected: ',', or identifier"),
+            ("a=(", "unable to parse requirement: found '(', expected: identifier"),
+            ("!", "unable to parse requirement: found '', expected: identifier"),
+            ("!=a", "found '!=', expected: !, identifier, or 'end of string'"),
             ("!a=b", "found '=', expected: ',' or 'end of string'"),
             ("a=b)", "found ')', expected: ',' or 'end of string'"),
         ];
@@ -1264,15 +1093,11 @@ mod tests {
     fn invalid_value_is_rejected_with_upstream_message() {
         assert_eq!(
             parse_err("app=-x"),
-            format!(
-                "unable to parse requirement: values[0][app]: Invalid value: \"-x\": {VALUE_MSG}"
-            )
+            format!("unable to parse requirement: values[0][app]: Invalid value: \"-x\": {VALUE_MSG}")
         );
         assert_eq!(
             parse_err("app in (ok,x-)"),
-            format!(
-                "unable to parse requirement: values[1][app]: Invalid value: \"x-\": {VALUE_MSG}"
-            )
+            format!("unable to parse requirement: values[1][app]: Invalid value: \"x-\": {VALUE_MSG}")
         );
         assert_eq!(
             parse_err(&format!("app={}", "v".repeat(64))),
@@ -1322,17 +1147,7 @@ mod tests {
 
     #[test]
     fn display_round_trips_through_parse() {
-        for s in [
-            "a=1",
-            "!a",
-            "a",
-            "a!=1",
-            "a in (x,y)",
-            "a notin (x)",
-            "a>1",
-            "a<2",
-            "a=1,b in (c,d)",
-        ] {
+        for s in ["a=1", "!a", "a", "a!=1", "a in (x,y)", "a notin (x)", "a>1", "a<2", "a=1,b in (c,d)"] {
             let parsed = sel(s);
             assert_eq!(parsed.to_string(), s);
             assert_eq!(sel(&parsed.to_string()), parsed);
@@ -1350,27 +1165,19 @@ mod tests {
     #[test]
     fn requirement_new_validates_value_counts() {
         assert_eq!(
-            Requirement::new("a", Operator::In, vec![])
-                .unwrap_err()
-                .to_string(),
+            Requirement::new("a", Operator::In, vec![]).unwrap_err().to_string(),
             "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't be empty"
         );
         assert_eq!(
-            Requirement::new("a", Operator::Equals, vec!["x".into(), "y".into()])
-                .unwrap_err()
-                .to_string(),
+            Requirement::new("a", Operator::Equals, vec!["x".into(), "y".into()]).unwrap_err().to_string(),
             "values: Invalid value: []string{\"x\", \"y\"}: exact-match compatibility requires one single value"
         );
         assert_eq!(
-            Requirement::new("a", Operator::Exists, vec!["x".into()])
-                .unwrap_err()
-                .to_string(),
+            Requirement::new("a", Operator::Exists, vec!["x".into()]).unwrap_err().to_string(),
             "values: Invalid value: []string{\"x\"}: values set must be empty for exists and does not exist"
         );
         assert_eq!(
-            Requirement::new("", Operator::Exists, vec![])
-                .unwrap_err()
-                .to_string(),
+            Requirement::new("", Operator::Exists, vec![]).unwrap_err().to_string(),
             format!("key: Invalid value: \"\": name part must be non-empty; {NAME_PART_MSG}")
         );
     }
@@ -1379,11 +1186,7 @@ mod tests {
 
     #[test]
     fn structured_empty_and_null_select_everything() {
-        for v in [
-            Value::Null,
-            json!({}),
-            json!({"matchLabels": {}, "matchExpressions": []}),
-        ] {
+        for v in [Value::Null, json!({}), json!({"matchLabels": {}, "matchExpressions": []})] {
             let s = from_label_selector_json(&v).unwrap();
             assert!(s.is_empty());
             assert!(s.matches_json(Some(&json!({"x": "y"}))));
@@ -1404,44 +1207,17 @@ mod tests {
         .unwrap();
         let cases: &[(&[(&str, &str)], bool)] = &[
             (&[("app", "web"), ("tier", "fe"), ("team", "x")], true),
-            (
-                &[
-                    ("app", "web"),
-                    ("tier", "be"),
-                    ("team", "x"),
-                    ("env", "dev"),
-                ],
-                true,
-            ),
-            (
-                &[
-                    ("app", "web"),
-                    ("tier", "be"),
-                    ("team", "x"),
-                    ("env", "prod"),
-                ],
-                false,
-            ),
+            (&[("app", "web"), ("tier", "be"), ("team", "x"), ("env", "dev")], true),
+            (&[("app", "web"), ("tier", "be"), ("team", "x"), ("env", "prod")], false),
             (&[("app", "web"), ("tier", "xx"), ("team", "x")], false),
             (&[("app", "web"), ("tier", "fe")], false),
-            (
-                &[
-                    ("app", "web"),
-                    ("tier", "fe"),
-                    ("team", "x"),
-                    ("legacy", "1"),
-                ],
-                false,
-            ),
+            (&[("app", "web"), ("tier", "fe"), ("team", "x"), ("legacy", "1")], false),
             (&[("app", "db"), ("tier", "fe"), ("team", "x")], false),
         ];
         for (ls, want) in cases {
             assert_eq!(s.matches(&labels(ls)), *want, "{ls:?}");
         }
-        assert_eq!(
-            s.to_string(),
-            "app=web,env notin (prod),!legacy,team,tier in (be,fe)"
-        );
+        assert_eq!(s.to_string(), "app=web,env notin (prod),!legacy,team,tier in (be,fe)");
     }
 
     #[test]
@@ -1474,11 +1250,7 @@ mod tests {
             (json!({"matchLabels": {"a": 1}}), "matchLabels[a]: Invalid value: 1: must be a string".to_string()),
         ];
         for (v, want) in cases {
-            assert_eq!(
-                from_label_selector_json(&v).unwrap_err().to_string(),
-                want,
-                "{v}"
-            );
+            assert_eq!(from_label_selector_json(&v).unwrap_err().to_string(), want, "{v}");
         }
     }
 
@@ -1504,10 +1276,7 @@ mod tests {
     // ---- field selectors ----
 
     fn fields_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: BTreeMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |f: &str| map.get(f).cloned()
     }
 
@@ -1519,16 +1288,8 @@ mod tests {
             ("metadata.name==a", &[("metadata.name", "a")], true),
             ("metadata.name!=a", &[("metadata.name", "b")], true),
             ("metadata.name!=a", &[("metadata.name", "a")], false),
-            (
-                "metadata.name=a,metadata.namespace=n",
-                &[("metadata.name", "a"), ("metadata.namespace", "n")],
-                true,
-            ),
-            (
-                "metadata.name=a,metadata.namespace=n",
-                &[("metadata.name", "a"), ("metadata.namespace", "m")],
-                false,
-            ),
+            ("metadata.name=a,metadata.namespace=n", &[("metadata.name", "a"), ("metadata.namespace", "n")], true),
+            ("metadata.name=a,metadata.namespace=n", &[("metadata.name", "a"), ("metadata.namespace", "m")], false),
             ("", &[], true),
             (",", &[], true),
         ];
@@ -1540,26 +1301,10 @@ mod tests {
 
     #[test]
     fn field_selector_missing_field_compares_as_empty_string() {
-        assert!(
-            FieldSelector::parse("spec.nodeName=")
-                .unwrap()
-                .matches(fields_of(&[]))
-        );
-        assert!(
-            !FieldSelector::parse("spec.nodeName!=")
-                .unwrap()
-                .matches(fields_of(&[]))
-        );
-        assert!(
-            FieldSelector::parse("spec.nodeName!=n1")
-                .unwrap()
-                .matches(fields_of(&[]))
-        );
-        assert!(
-            !FieldSelector::parse("spec.nodeName=n1")
-                .unwrap()
-                .matches(fields_of(&[]))
-        );
+        assert!(FieldSelector::parse("spec.nodeName=").unwrap().matches(fields_of(&[])));
+        assert!(!FieldSelector::parse("spec.nodeName!=").unwrap().matches(fields_of(&[])));
+        assert!(FieldSelector::parse("spec.nodeName!=n1").unwrap().matches(fields_of(&[])));
+        assert!(!FieldSelector::parse("spec.nodeName=n1").unwrap().matches(fields_of(&[])));
     }
 
     #[test]
@@ -1576,29 +1321,13 @@ mod tests {
         let cases = [
             ("a", "invalid selector: 'a'; can't understand 'a'"),
             ("a=b,c", "invalid selector: 'a=b,c'; can't understand 'c'"),
-            (
-                "a=b=c",
-                "invalid field selector: unescaped character in value: 61",
-            ),
-            (
-                "a!==b",
-                "invalid field selector: unescaped character in value: 61",
-            ),
-            (
-                r"a=b\x",
-                r"invalid field selector: invalid escape sequence: \x",
-            ),
-            (
-                r"a=b\",
-                r"invalid field selector: invalid escape sequence: \",
-            ),
+            ("a=b=c", "invalid field selector: unescaped character in value: 61"),
+            ("a!==b", "invalid field selector: unescaped character in value: 61"),
+            (r"a=b\x", r"invalid field selector: invalid escape sequence: \x"),
+            (r"a=b\", r"invalid field selector: invalid escape sequence: \"),
         ];
         for (s, want) in cases {
-            assert_eq!(
-                FieldSelector::parse(s).unwrap_err().to_string(),
-                want,
-                "{s:?}"
-            );
+            assert_eq!(FieldSelector::parse(s).unwrap_err().to_string(), want, "{s:?}");
         }
     }
 
@@ -1612,10 +1341,7 @@ mod tests {
     #[test]
     fn field_selector_lists_fields_and_exact_values() {
         let s = FieldSelector::parse("status.phase!=Failed,metadata.name=web").unwrap();
-        assert_eq!(
-            s.fields().collect::<Vec<_>>(),
-            vec!["metadata.name", "status.phase"]
-        );
+        assert_eq!(s.fields().collect::<Vec<_>>(), vec!["metadata.name", "status.phase"]);
         assert_eq!(s.exact_value("metadata.name"), Some("web"));
         assert_eq!(s.exact_value("status.phase"), None);
         assert_eq!(s.exact_value("metadata.namespace"), None);

@@ -108,10 +108,12 @@ impl Store {
     /// Opens the store, loading whatever the backend holds.
     pub fn open(backend: Box<dyn Backend>, registry: Arc<Registry>, config: StoreConfig) -> Result<Store, String> {
         let loaded = backend.load()?;
-        let mut state = State { rv: loaded.rv, tables: HashMap::new(), uids: HashMap::new(), dependents: HashMap::new() };
+        let mut state =
+            State { rv: loaded.rv, tables: HashMap::new(), uids: HashMap::new(), dependents: HashMap::new() };
         // CRDs first, so that custom resources stored after them can be indexed with their definition.
         for (skey, raw) in loaded.objects.iter().filter(|(k, _)| k.0.starts_with("apiextensions.k8s.io/")) {
-            let v: Value = serde_json::from_slice(raw).map_err(|e| format!("stored object {skey:?} is not JSON: {e}"))?;
+            let v: Value =
+                serde_json::from_slice(raw).map_err(|e| format!("stored object {skey:?} is not JSON: {e}"))?;
             for def in crate::resources::defs_from_crd(&v).unwrap_or_default() {
                 registry.add(def);
             }
@@ -119,7 +121,8 @@ impl Store {
         let store_defs: HashMap<String, Arc<ResourceDef>> =
             registry.all().into_iter().map(|d| (d.storage_key(), d)).collect();
         for (key, raw) in loaded.objects {
-            let v: Value = serde_json::from_slice(&raw).map_err(|e| format!("stored object {key:?} is not JSON: {e}"))?;
+            let v: Value =
+                serde_json::from_slice(&raw).map_err(|e| format!("stored object {key:?} is not JSON: {e}"))?;
             let Some(def) = store_defs.get(&key.0) else {
                 return Err(format!("stored object {key:?} is of a resource this server does not serve"));
             };
@@ -162,20 +165,15 @@ impl Store {
         let rv = state.rv;
         let Some(table) = state.tables.get(&def.storage_key()) else { return (vec![], rv, false) };
         let mut out = Vec::new();
-        let iter: Box<dyn Iterator<Item = (&(String, String), &Arc<Obj>)>> = match ns {
-            Some(ns) => Box::new(
-                table
-                    .objects
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(move |((n, _), _)| n == ns),
-            ),
-            None => Box::new(table.objects.iter()),
+        use std::ops::Bound;
+        let start = match (ns, after) {
+            (_, Some((an, aname))) => Bound::Excluded((an.to_string(), aname.to_string())),
+            (Some(ns), None) => Bound::Included((ns.to_string(), String::new())),
+            (None, None) => Bound::Unbounded,
         };
-        for ((n, name), obj) in iter {
-            if let Some((an, aname)) = after
-                && (n.as_str(), name.as_str()) <= (an, aname)
-            {
-                continue;
+        for ((n, _), obj) in table.objects.range((start, Bound::Unbounded)) {
+            if ns.is_some_and(|ns| n != ns) {
+                break;
             }
             if filter(obj) {
                 if limit.is_some_and(|l| out.len() >= l) {
@@ -210,14 +208,15 @@ impl Store {
     /// Runs `f` as one atomic, durable write.
     pub fn write<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<R, ApiError>) -> Result<R, ApiError> {
         let mut state = self.lock();
-        let mut txn = Txn { state: &state, registry: &self.registry, rv: state.rv, overlay: HashMap::new(), changes: vec![] };
+        let mut txn =
+            Txn { state: &state, registry: &self.registry, rv: state.rv, overlay: HashMap::new(), changes: vec![] };
         let out = f(&mut txn)?;
         let Txn { rv, overlay, changes, .. } = txn;
         if changes.is_empty() {
             return Ok(out);
         }
         let persisted: Vec<PersistedChange<'_>> =
-            overlay.iter().map(|(k, v)| PersistedChange { key: k, raw: v.as_ref().map(|(_, o)| &o.raw) }).collect();
+            overlay.iter().map(|(k, v)| PersistedChange { key: k, raw: v.as_ref().map(|o| &o.raw) }).collect();
         self.backend.persist(rv, &persisted).map_err(|e| ApiError::internal(format!("storage: {e}")))?;
         drop(persisted);
         state.rv = rv;
@@ -307,7 +306,7 @@ pub struct Txn<'a> {
     state: &'a State,
     pub registry: &'a Registry,
     rv: u64,
-    overlay: HashMap<Key, Option<(Arc<ResourceDef>, Arc<Obj>)>>,
+    overlay: HashMap<Key, Option<Arc<Obj>>>,
     changes: Vec<Change>,
 }
 
@@ -318,7 +317,7 @@ impl Txn<'_> {
 
     pub fn get(&self, key: &Key) -> Option<Arc<Obj>> {
         match self.overlay.get(key) {
-            Some(v) => v.as_ref().map(|(_, o)| o.clone()),
+            Some(v) => v.clone(),
             None => self.state.lookup(key).cloned(),
         }
     }
@@ -348,7 +347,9 @@ impl Txn<'_> {
     pub fn keys_in_namespace(&self, ns: &str) -> Vec<Key> {
         let mut out = vec![];
         for (skey, table) in &self.state.tables {
-            for ((n, name), _) in table.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns) {
+            for ((n, name), _) in
+                table.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns)
+            {
                 let key = (skey.clone(), n.clone(), name.clone());
                 if self.get(&key).is_some() {
                     out.push(key);
@@ -367,7 +368,7 @@ impl Txn<'_> {
         let key = Txn::key(def, &obj.namespace, &obj.name);
         let prev = self.get(&key);
         let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-        self.overlay.insert(key.clone(), Some((def.clone(), obj.clone())));
+        self.overlay.insert(key.clone(), Some(obj.clone()));
         self.changes.push(Change { key, def: def.clone(), obj: obj.clone(), prev, kind });
         obj
     }
@@ -380,7 +381,13 @@ impl Txn<'_> {
         meta_mut(&mut value).insert("resourceVersion".into(), Value::String(self.rv.to_string()));
         let obj = Arc::new(Obj::new(def, &value));
         self.overlay.insert(key.clone(), None);
-        self.changes.push(Change { key: key.clone(), def: def.clone(), obj: obj.clone(), prev: Some(prev), kind: EventType::Deleted });
+        self.changes.push(Change {
+            key: key.clone(),
+            def: def.clone(),
+            obj: obj.clone(),
+            prev: Some(prev),
+            kind: EventType::Deleted,
+        });
         Some(obj)
     }
 

@@ -52,11 +52,7 @@ const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
 /// (e.g. `"Pod"`, `"Job"`; matched case-insensitively). Kinds without list merge metadata
 /// (ConfigMap, Secret, Lease, Event, unknown kinds, ...) still get `metadata` handling; all
 /// their other maps merge and lists are replaced.
-pub fn apply(
-    kind: &str,
-    original: &Value,
-    patch: &Value,
-) -> std::result::Result<Value, StrategicMergeError> {
+pub fn apply(kind: &str, original: &Value, patch: &Value) -> std::result::Result<Value, StrategicMergeError> {
     let Value::Object(patch) = patch else {
         return Err(StrategicMergeError::new(format!(
             "strategic merge patch must be a JSON object, got {}",
@@ -166,10 +162,7 @@ struct FieldMeta<'a> {
     strategy: ListStrategy<'a>,
 }
 
-const UNKNOWN_FIELD: FieldMeta<'static> = FieldMeta {
-    ty: Ty::Unknown,
-    strategy: ListStrategy::Replace,
-};
+const UNKNOWN_FIELD: FieldMeta<'static> = FieldMeta { ty: Ty::Unknown, strategy: ListStrategy::Replace };
 
 use ListStrategy::{MergeByKey, MergePrimitive, Replace};
 
@@ -181,12 +174,7 @@ const SCHEMA: &[(Ty, &str, Ty, ListStrategy<'static>)] = &[
     // ObjectMeta: metadata, spec.template.metadata (Job, workloads, PodTemplate: template.metadata),
     // spec.jobTemplate.metadata and spec.jobTemplate.spec.template.metadata (CronJob).
     (Ty::ObjectMeta, "finalizers", Ty::Unknown, MergePrimitive),
-    (
-        Ty::ObjectMeta,
-        "ownerReferences",
-        Ty::Unknown,
-        MergeByKey("uid"),
-    ),
+    (Ty::ObjectMeta, "ownerReferences", Ty::Unknown, MergeByKey("uid")),
     (Ty::ObjectMeta, "managedFields", Ty::Unknown, Replace),
     // Pod: spec (PodSpec), status.
     (Ty::Pod, "spec", Ty::PodSpec, Replace),
@@ -199,66 +187,21 @@ const SCHEMA: &[(Ty, &str, Ty, ListStrategy<'static>)] = &[
     // PodSpec: spec (Pod), spec.template.spec (Job, workloads), template.spec (PodTemplate),
     // spec.jobTemplate.spec.template.spec (CronJob).
     (Ty::PodSpec, "containers", Ty::Container, MergeByKey("name")),
-    (
-        Ty::PodSpec,
-        "initContainers",
-        Ty::Container,
-        MergeByKey("name"),
-    ),
-    (
-        Ty::PodSpec,
-        "ephemeralContainers",
-        Ty::Container,
-        MergeByKey("name"),
-    ),
+    (Ty::PodSpec, "initContainers", Ty::Container, MergeByKey("name")),
+    (Ty::PodSpec, "ephemeralContainers", Ty::Container, MergeByKey("name")),
     (Ty::PodSpec, "volumes", Ty::Unknown, MergeByKey("name")),
-    (
-        Ty::PodSpec,
-        "imagePullSecrets",
-        Ty::Unknown,
-        MergeByKey("name"),
-    ),
+    (Ty::PodSpec, "imagePullSecrets", Ty::Unknown, MergeByKey("name")),
     (Ty::PodSpec, "hostAliases", Ty::Unknown, MergeByKey("ip")),
-    (
-        Ty::PodSpec,
-        "topologySpreadConstraints",
-        Ty::Unknown,
-        MergeByKey("topologyKey"),
-    ),
-    (
-        Ty::PodSpec,
-        "resourceClaims",
-        Ty::Unknown,
-        MergeByKey("name"),
-    ),
-    (
-        Ty::PodSpec,
-        "schedulingGates",
-        Ty::Unknown,
-        MergeByKey("name"),
-    ),
+    (Ty::PodSpec, "topologySpreadConstraints", Ty::Unknown, MergeByKey("topologyKey")),
+    (Ty::PodSpec, "resourceClaims", Ty::Unknown, MergeByKey("name")),
+    (Ty::PodSpec, "schedulingGates", Ty::Unknown, MergeByKey("name")),
     (Ty::PodSpec, "tolerations", Ty::Unknown, Replace),
     (Ty::PodSpec, "readinessGates", Ty::Unknown, Replace),
     // Container: <PodSpec>.containers[*], .initContainers[*], .ephemeralContainers[*].
     (Ty::Container, "env", Ty::Unknown, MergeByKey("name")),
-    (
-        Ty::Container,
-        "ports",
-        Ty::Unknown,
-        MergeByKey("containerPort"),
-    ),
-    (
-        Ty::Container,
-        "volumeMounts",
-        Ty::Unknown,
-        MergeByKey("mountPath"),
-    ),
-    (
-        Ty::Container,
-        "volumeDevices",
-        Ty::Unknown,
-        MergeByKey("devicePath"),
-    ),
+    (Ty::Container, "ports", Ty::Unknown, MergeByKey("containerPort")),
+    (Ty::Container, "volumeMounts", Ty::Unknown, MergeByKey("mountPath")),
+    (Ty::Container, "volumeDevices", Ty::Unknown, MergeByKey("devicePath")),
     // Upstream declares resizePolicy `+listType=atomic` without a patch strategy.
     (Ty::Container, "resizePolicy", Ty::Unknown, Replace),
     (Ty::Container, "envFrom", Ty::Unknown, Replace),
@@ -266,20 +209,10 @@ const SCHEMA: &[(Ty, &str, Ty, ListStrategy<'static>)] = &[
     (Ty::PodStatus, "conditions", Ty::Unknown, MergeByKey("type")),
     (Ty::PodStatus, "podIPs", Ty::Unknown, MergeByKey("ip")),
     (Ty::PodStatus, "hostIPs", Ty::Unknown, MergeByKey("ip")),
-    (
-        Ty::PodStatus,
-        "resourceClaimStatuses",
-        Ty::Unknown,
-        MergeByKey("name"),
-    ),
+    (Ty::PodStatus, "resourceClaimStatuses", Ty::Unknown, MergeByKey("name")),
     (Ty::PodStatus, "containerStatuses", Ty::Unknown, Replace),
     (Ty::PodStatus, "initContainerStatuses", Ty::Unknown, Replace),
-    (
-        Ty::PodStatus,
-        "ephemeralContainerStatuses",
-        Ty::Unknown,
-        Replace,
-    ),
+    (Ty::PodStatus, "ephemeralContainerStatuses", Ty::Unknown, Replace),
     // Service: spec.ports, status.conditions.
     (Ty::Service, "spec", Ty::ServiceSpec, Replace),
     (Ty::Service, "status", Ty::ConditionsStatus, Replace),
@@ -289,38 +222,18 @@ const SCHEMA: &[(Ty, &str, Ty, ListStrategy<'static>)] = &[
     (Ty::Node, "status", Ty::NodeStatus, Replace),
     (Ty::NodeSpec, "podCIDRs", Ty::Unknown, MergePrimitive),
     (Ty::NodeSpec, "taints", Ty::Unknown, Replace),
-    (
-        Ty::NodeStatus,
-        "conditions",
-        Ty::Unknown,
-        MergeByKey("type"),
-    ),
+    (Ty::NodeStatus, "conditions", Ty::Unknown, MergeByKey("type")),
     (Ty::NodeStatus, "addresses", Ty::Unknown, MergeByKey("type")),
     // Namespace, PersistentVolumeClaim: status.conditions (Namespace spec.finalizers is atomic).
     (Ty::Namespace, "status", Ty::ConditionsStatus, Replace),
-    (
-        Ty::PersistentVolumeClaim,
-        "status",
-        Ty::ConditionsStatus,
-        Replace,
-    ),
+    (Ty::PersistentVolumeClaim, "status", Ty::ConditionsStatus, Replace),
     // ServiceAccount: secrets.
-    (
-        Ty::ServiceAccount,
-        "secrets",
-        Ty::Unknown,
-        MergeByKey("name"),
-    ),
+    (Ty::ServiceAccount, "secrets", Ty::Unknown, MergeByKey("name")),
     // Job: spec.template, spec.podFailurePolicy.rules (atomic), status.conditions.
     (Ty::Job, "spec", Ty::JobSpec, Replace),
     (Ty::Job, "status", Ty::ConditionsStatus, Replace),
     (Ty::JobSpec, "template", Ty::PodTemplateSpec, Replace),
-    (
-        Ty::JobSpec,
-        "podFailurePolicy",
-        Ty::PodFailurePolicy,
-        Replace,
-    ),
+    (Ty::JobSpec, "podFailurePolicy", Ty::PodFailurePolicy, Replace),
     (Ty::PodFailurePolicy, "rules", Ty::Unknown, Replace),
     // CronJob: spec.jobTemplate.{metadata,spec}.
     (Ty::CronJob, "spec", Ty::CronJobSpec, Replace),
@@ -333,12 +246,7 @@ const SCHEMA: &[(Ty, &str, Ty, ListStrategy<'static>)] = &[
     (Ty::Workload, "status", Ty::ConditionsStatus, Replace),
     (Ty::WorkloadSpec, "template", Ty::PodTemplateSpec, Replace),
     // status.conditions of Service, Namespace, PVC, Job and the workloads.
-    (
-        Ty::ConditionsStatus,
-        "conditions",
-        Ty::Unknown,
-        MergeByKey("type"),
-    ),
+    (Ty::ConditionsStatus, "conditions", Ty::Unknown, MergeByKey("type")),
 ];
 
 fn root_type(kind: &str) -> Ty {
@@ -358,26 +266,17 @@ fn root_type(kind: &str) -> Ty {
         ("ReplicaSet", Ty::Workload),
         ("ReplicationController", Ty::Workload),
     ];
-    KINDS
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(kind))
-        .map_or(Ty::Object, |&(_, ty)| ty)
+    KINDS.iter().find(|(name, _)| name.eq_ignore_ascii_case(kind)).map_or(Ty::Object, |&(_, ty)| ty)
 }
 
 fn lookup(parent: Ty, field: &str) -> FieldMeta<'static> {
     if parent.is_root() && field == "metadata" {
-        return FieldMeta {
-            ty: Ty::ObjectMeta,
-            strategy: Replace,
-        };
+        return FieldMeta { ty: Ty::ObjectMeta, strategy: Replace };
     }
     SCHEMA
         .iter()
         .find(|&&(p, f, _, _)| p == parent && f == field)
-        .map_or(UNKNOWN_FIELD, |&(_, _, ty, strategy)| FieldMeta {
-            ty,
-            strategy,
-        })
+        .map_or(UNKNOWN_FIELD, |&(_, _, ty, strategy)| FieldMeta { ty, strategy })
 }
 
 /// Infers the list strategy from a `$setElementOrder` list for a field the schema does not know
@@ -388,10 +287,7 @@ fn infer_strategy(order: &[Value]) -> Option<ListStrategy<'_>> {
             let key = first.keys().next()?.as_str();
             order
                 .iter()
-                .all(|v| {
-                    v.as_object()
-                        .is_some_and(|m| m.len() == 1 && m.contains_key(key))
-                })
+                .all(|v| v.as_object().is_some_and(|m| m.len() == 1 && m.contains_key(key)))
                 .then_some(MergeByKey(key))
         }
         _ => order
@@ -438,13 +334,7 @@ fn merge_map(mut original: JsonMap, mut patch: JsonMap, ty: Ty, path: &str) -> R
 }
 
 /// Merges one patch field into `original`.
-fn merge_field(
-    original: &mut JsonMap,
-    key: String,
-    patch_value: Value,
-    ty: Ty,
-    path: &str,
-) -> Result<()> {
+fn merge_field(original: &mut JsonMap, key: String, patch_value: Value, ty: Ty, path: &str) -> Result<()> {
     let field = lookup(ty, &key);
     let path = child_path(path, &key);
     if patch_value.is_null() {
@@ -458,9 +348,7 @@ fn merge_field(
                 MapOutcome::Keep(map) => Some(Value::Object(map)),
                 MapOutcome::Delete => None,
             },
-            (Value::Array(o), Value::Array(p)) => {
-                Some(Value::Array(merge_list(o, p, field, &path)?))
-            }
+            (Value::Array(o), Value::Array(p)) => Some(Value::Array(merge_list(o, p, field, &path)?)),
             // Scalars, or a change of type: take the patch value.
             (_, p) => sanitize(p, field.ty, &path)?,
         },
@@ -481,25 +369,17 @@ fn apply_retain_keys(original: &mut JsonMap, patch: &mut JsonMap, path: &str) ->
         return Ok(());
     };
     let Value::Array(retain) = retain else {
-        return Err(at(
-            path,
-            "invalid patch format of retainKeys: expected a list of field names",
-        ));
+        return Err(at(path, "invalid patch format of retainKeys: expected a list of field names"));
     };
     let listed = |key: &str| retain.iter().any(|v| v.as_str() == Some(key));
     for (key, value) in patch.iter() {
-        if value.is_null()
-            || key.starts_with(DELETE_FROM_PRIMITIVE_LIST)
-            || key.starts_with(SET_ELEMENT_ORDER)
-        {
+        if value.is_null() || key.starts_with(DELETE_FROM_PRIMITIVE_LIST) || key.starts_with(SET_ELEMENT_ORDER) {
             continue;
         }
         if !listed(key) {
             return Err(at(
                 path,
-                format!(
-                    "invalid patch format of retainKeys: field {key:?} is in the patch but not in $retainKeys"
-                ),
+                format!("invalid patch format of retainKeys: field {key:?} is in the patch but not in $retainKeys"),
             ));
         }
     }
@@ -509,17 +389,8 @@ fn apply_retain_keys(original: &mut JsonMap, patch: &mut JsonMap, path: &str) ->
 
 /// upstream `mergePatchIntoOriginal`: merges every list that has a `$setElementOrder/<field>`
 /// directive and orders the result by it.
-fn apply_set_element_order(
-    original: &mut JsonMap,
-    patch: &mut JsonMap,
-    ty: Ty,
-    path: &str,
-) -> Result<()> {
-    let directives: Vec<String> = patch
-        .keys()
-        .filter(|k| k.starts_with(SET_ELEMENT_ORDER))
-        .cloned()
-        .collect();
+fn apply_set_element_order(original: &mut JsonMap, patch: &mut JsonMap, ty: Ty, path: &str) -> Result<()> {
+    let directives: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
     for directive in directives {
         let order = take_key(patch, &directive).unwrap_or_default();
         let field_name = extract_key(&directive, SET_ELEMENT_ORDER, path)?;
@@ -527,10 +398,7 @@ fn apply_set_element_order(
         let Value::Array(order) = order else {
             return Err(at(
                 &fpath,
-                format!(
-                    "invalid patch format of setElementOrder list: expected a list, got {}",
-                    type_name(&order)
-                ),
+                format!("invalid patch format of setElementOrder list: expected a list, got {}", type_name(&order)),
             ));
         };
         let mut field = lookup(ty, field_name);
@@ -555,12 +423,7 @@ fn apply_set_element_order(
             Some(Value::Array(list)) => Some(list.clone()),
             Some(other) => return Err(bad_arg_type(&fpath, "list", other)),
         };
-        validate_patch_with_set_order_list(
-            patch_list.as_deref().unwrap_or_default(),
-            &order,
-            key,
-            &fpath,
-        )?;
+        validate_patch_with_set_order_list(patch_list.as_deref().unwrap_or_default(), &order, key, &fpath)?;
 
         let merged = match (original_list.clone(), patch_list) {
             (Some(o), None) => o,
@@ -582,21 +445,14 @@ fn apply_set_element_order(
 }
 
 /// `$deleteFromPrimitiveList/<field>: [values]`: removes the values from a list of scalars.
-fn delete_from_primitive_list(
-    original: &mut JsonMap,
-    directive: &str,
-    value: Value,
-    path: &str,
-) -> Result<()> {
+fn delete_from_primitive_list(original: &mut JsonMap, directive: &str, value: Value, path: &str) -> Result<()> {
     let field_name = extract_key(directive, DELETE_FROM_PRIMITIVE_LIST, path)?;
     if value.is_null() {
         remove_key(original, field_name);
         return Ok(());
     }
     // Upstream ignores the directive when the field is absent or not a list.
-    if let (Some(Value::Array(current)), Value::Array(to_delete)) =
-        (original.get_mut(field_name), &value)
-    {
+    if let (Some(Value::Array(current)), Value::Array(to_delete)) = (original.get_mut(field_name), &value) {
         current.retain(|v| !to_delete.iter().any(|d| scalar_eq(d, v)));
     }
     Ok(())
@@ -649,12 +505,7 @@ fn validate_patch_with_set_order_list(
     Ok(())
 }
 
-fn merge_key_value_equal(
-    left: &Value,
-    right: &Value,
-    key: Option<&str>,
-    path: &str,
-) -> Result<bool> {
+fn merge_key_value_equal(left: &Value, right: &Value, key: Option<&str>, path: &str) -> Result<bool> {
     let Some(key) = key else {
         return Ok(scalar_eq(left, right));
     };
@@ -672,12 +523,7 @@ fn merge_key_value_equal(
 // ---------------------------------------------------------------------------------------------
 
 /// upstream `mergeSliceHandler`.
-fn merge_list(
-    original: Vec<Value>,
-    patch: Vec<Value>,
-    field: FieldMeta<'_>,
-    path: &str,
-) -> Result<Vec<Value>> {
+fn merge_list(original: Vec<Value>, patch: Vec<Value>, field: FieldMeta<'_>, path: &str) -> Result<Vec<Value>> {
     match field.strategy {
         Replace => sanitize_list(patch, field.ty, path),
         MergeByKey(key) => merge_slice(original, patch, Some(key), field.ty, path),
@@ -709,10 +555,7 @@ fn merge_slice(
         return normalize_element_order(in_patch, server_only, &patch, &original, key, path);
     }
     let Some(key) = key else {
-        return Err(at(
-            path,
-            "cannot merge lists without merge key for type map",
-        ));
+        return Err(at(path, "cannot merge lists without merge key for type map"));
     };
     let (original, patch) = merge_special_elements(original, patch, key, elem_ty, path)?;
     let merged = merge_without_special_elements(original.clone(), &patch, key, elem_ty, path)?;
@@ -747,10 +590,7 @@ fn merge_special_elements(
             // Keep going: other directive items are still pruned.
             Some("replace") => replace = true,
             Some("merge") => {
-                return Err(at(
-                    path,
-                    "merging lists cannot yet be specified in the patch",
-                ));
+                return Err(at(path, "merging lists cannot yet be specified in the patch"));
             }
             _ => return Err(bad_patch_type(path, directive, &map)),
         }
@@ -787,11 +627,7 @@ fn merge_without_special_elements(
                     MapOutcome::Delete => Value::Object(JsonMap::new()),
                 };
             }
-            None => original.push(Value::Object(sanitize_map(
-                map.clone(),
-                elem_ty,
-                &item_path,
-            )?)),
+            None => original.push(Value::Object(sanitize_map(map.clone(), elem_ty, &item_path)?)),
         }
     }
     Ok(original)
@@ -852,23 +688,13 @@ fn normalize_element_order(
 ) -> Result<Vec<Value>> {
     let patch_items = normalize_slice_order(patch_items, patch_order, key, path)?;
     let server_only = normalize_slice_order(server_only, server_order, key, path)?;
-    Ok(merge_sorted_slice(
-        server_only,
-        patch_items,
-        server_order,
-        key,
-    ))
+    Ok(merge_sorted_slice(server_only, patch_items, server_order, key))
 }
 
 /// upstream `normalizeSliceOrder`: a `sort.SliceStable` by position in `order` whose comparator
 /// treats items missing from `order` as "less" than anything (so the Go sort algorithm itself is
 /// reproduced); `$patch: delete` items go last.
-fn normalize_slice_order(
-    to_sort: Vec<Value>,
-    order: &[Value],
-    key: Option<&str>,
-    path: &str,
-) -> Result<Vec<Value>> {
+fn normalize_slice_order(to_sort: Vec<Value>, order: &[Value], key: Option<&str>, path: &str) -> Result<Vec<Value>> {
     let (keep, to_delete): (Vec<Value>, Vec<Value>) = match key {
         Some(key) => {
             for item in to_sort.iter().chain(order) {
@@ -879,16 +705,12 @@ fn normalize_slice_order(
                     return Err(no_merge_key(path, map, key));
                 }
             }
-            to_sort
-                .into_iter()
-                .partition(|item| !is_delete_directive(item))
+            to_sort.into_iter().partition(|item| !is_delete_directive(item))
         }
         None => (to_sort, Vec::new()),
     };
-    let mut indexed: Vec<(Option<usize>, Value)> = keep
-        .into_iter()
-        .map(|item| (index_in(order, &item, key), item))
-        .collect();
+    let mut indexed: Vec<(Option<usize>, Value)> =
+        keep.into_iter().map(|item| (index_in(order, &item, key), item)).collect();
     go_sort_slice_stable(&mut indexed, |(a, _), (b, _)| match (a, b) {
         (Some(a), Some(b)) => a < b,
         _ => true,
@@ -900,20 +722,9 @@ fn normalize_slice_order(
 
 /// upstream `mergeSortedSlice`: merges `left` (server-only items) into `right` (patch items);
 /// a left item goes first only when both are found in `server_order` and it comes earlier there.
-fn merge_sorted_slice(
-    left: Vec<Value>,
-    right: Vec<Value>,
-    server_order: &[Value],
-    key: Option<&str>,
-) -> Vec<Value> {
-    let left: Vec<(Option<usize>, Value)> = left
-        .into_iter()
-        .map(|v| (index_in(server_order, &v, key), v))
-        .collect();
-    let right: Vec<(Option<usize>, Value)> = right
-        .into_iter()
-        .map(|v| (index_in(server_order, &v, key), v))
-        .collect();
+fn merge_sorted_slice(left: Vec<Value>, right: Vec<Value>, server_order: &[Value], key: Option<&str>) -> Vec<Value> {
+    let left: Vec<(Option<usize>, Value)> = left.into_iter().map(|v| (index_in(server_order, &v, key), v)).collect();
+    let right: Vec<(Option<usize>, Value)> = right.into_iter().map(|v| (index_in(server_order, &v, key), v)).collect();
     let mut out = Vec::with_capacity(left.len() + right.len());
     let mut left = left.into_iter().peekable();
     let mut right = right.into_iter().peekable();
@@ -937,9 +748,7 @@ fn index_in(order: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
     match key {
         Some(key) => {
             let wanted = key_value(item, key);
-            order
-                .iter()
-                .position(|o| scalar_eq(key_value(o, key), wanted))
+            order.iter().position(|o| scalar_eq(key_value(o, key), wanted))
         }
         None => order.iter().position(|o| scalar_eq(o, item)),
     }
@@ -1026,11 +835,7 @@ fn sanitize_list(items: Vec<Value>, elem_ty: Ty, path: &str) -> Result<Vec<Value
                         _ => return Err(bad_patch_type(path, directive, &map)),
                     }
                 }
-                out.push(Value::Object(sanitize_map(
-                    map,
-                    elem_ty,
-                    &format!("{path}[{index}]"),
-                )?));
+                out.push(Value::Object(sanitize_map(map, elem_ty, &format!("{path}[{index}]"))?));
             }
             Value::Array(inner) => out.push(Value::Array(sanitize_list(inner, Ty::Unknown, path)?)),
             scalar => out.push(scalar),
@@ -1173,8 +978,7 @@ fn scalar_eq(a: &Value, b: &Value) -> bool {
 }
 
 fn has_directive(item: &Value) -> bool {
-    item.as_object()
-        .is_some_and(|m| m.contains_key(DIRECTIVE_MARKER))
+    item.as_object().is_some_and(|m| m.contains_key(DIRECTIVE_MARKER))
 }
 
 fn is_delete_directive(item: &Value) -> bool {
@@ -1186,17 +990,8 @@ fn extract_key<'k>(directive: &'k str, prefix: &str, path: &str) -> Result<&'k s
     match directive.split_once('/') {
         Some((p, field)) if p == prefix => Ok(field),
         _ => {
-            let what = if prefix == SET_ELEMENT_ORDER {
-                "setElementOrder list"
-            } else {
-                "primitive list"
-            };
-            Err(at(
-                path,
-                format!(
-                    "invalid patch format of {what}: expected \"{prefix}/<field>\", got {directive:?}"
-                ),
-            ))
+            let what = if prefix == SET_ELEMENT_ORDER { "setElementOrder list" } else { "primitive list" };
+            Err(at(path, format!("invalid patch format of {what}: expected \"{prefix}/<field>\", got {directive:?}")))
         }
     }
 }
@@ -1215,11 +1010,7 @@ fn take_key(map: &mut JsonMap, key: &str) -> Option<Value> {
 }
 
 fn child_path(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
 fn at(path: &str, message: impl std::fmt::Display) -> StrategicMergeError {
@@ -1241,23 +1032,11 @@ fn bad_patch_type(path: &str, directive: &Value, map: &JsonMap) -> StrategicMerg
 }
 
 fn no_merge_key(path: &str, map: &JsonMap, key: &str) -> StrategicMergeError {
-    at(
-        path,
-        format!(
-            "map: {} does not contain declared merge key: {key}",
-            Value::Object(map.clone())
-        ),
-    )
+    at(path, format!("map: {} does not contain declared merge key: {key}", Value::Object(map.clone())))
 }
 
 fn bad_arg_type(path: &str, expected: &str, got: &Value) -> StrategicMergeError {
-    at(
-        path,
-        format!(
-            "expected a {expected}, but received a {}: {got}",
-            type_name(got)
-        ),
-    )
+    at(path, format!("expected a {expected}, but received a {}: {got}", type_name(got)))
 }
 
 fn display_scalar(value: &Value) -> String {
@@ -1457,9 +1236,7 @@ mod tests {
             Case {
                 name: "$patch: delete on a map removes it",
                 kind: "Pod",
-                original: pod(
-                    json!({"securityContext": {"runAsUser": 1}, "restartPolicy": "Never"}),
-                ),
+                original: pod(json!({"securityContext": {"runAsUser": 1}, "restartPolicy": "Never"})),
                 patch: json!({"spec": {"securityContext": {"$patch": "delete"}}}),
                 want: pod(json!({"restartPolicy": "Never"})),
             },
@@ -1698,9 +1475,7 @@ mod tests {
                     json!({"futureList": [{"name": "a"}, {"name": "b"}], "futureMap": {"a": 1, "b": {"c": 2}}}),
                 ),
                 patch: json!({"spec": {"futureList": [{"name": "c"}], "futureMap": {"b": {"d": 3}}}}),
-                want: pod(
-                    json!({"futureList": [{"name": "c"}], "futureMap": {"a": 1, "b": {"c": 2, "d": 3}}}),
-                ),
+                want: pod(json!({"futureList": [{"name": "c"}], "futureMap": {"a": 1, "b": {"c": 2, "d": 3}}})),
             },
             Case {
                 name: "unknown list with $setElementOrder merges by the inferred key",
@@ -1785,8 +1560,7 @@ mod tests {
             }
         });
         let mut want = original.clone();
-        want["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
-            json!(last_applied);
+        want["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] = json!(last_applied);
         want["spec"]["backoffLimit"] = json!(2);
         let main = &mut want["spec"]["template"]["spec"]["containers"][0];
         main["image"] = json!("alpine");
@@ -1798,12 +1572,7 @@ mod tests {
             .push(json!({"image": "busybox", "name": "sidecar"}));
 
         let got = apply("Job", &original, &patch).unwrap();
-        assert_eq!(
-            got,
-            want,
-            "got {}",
-            serde_json::to_string_pretty(&got).unwrap()
-        );
+        assert_eq!(got, want, "got {}", serde_json::to_string_pretty(&got).unwrap());
     }
 
     #[test]
@@ -1824,10 +1593,7 @@ mod tests {
     fn expect_error(kind: &str, original: Value, patch: Value, needles: &[&str]) {
         let err = apply(kind, &original, &patch).expect_err("expected an error");
         for needle in needles {
-            assert!(
-                err.to_string().contains(needle),
-                "error {err:?} should mention {needle:?}"
-            );
+            assert!(err.to_string().contains(needle), "error {err:?} should mention {needle:?}");
         }
     }
 
@@ -1920,22 +1686,10 @@ mod tests {
     fn inputs_are_not_modified_and_root_directives() {
         let original = json!({"metadata": {"name": "x"}, "spec": {"a": 1}});
         let patch = json!({"$patch": "replace", "metadata": {"name": "y"}});
-        assert_eq!(
-            apply("Pod", &original, &patch).unwrap(),
-            json!({"metadata": {"name": "y"}})
-        );
-        assert_eq!(
-            original,
-            json!({"metadata": {"name": "x"}, "spec": {"a": 1}})
-        );
-        assert_eq!(
-            apply("Pod", &original, &json!({"$patch": "delete"})).unwrap(),
-            json!({})
-        );
-        assert_eq!(
-            apply("pod", &Value::Null, &json!({"a": 1})).unwrap(),
-            json!({"a": 1})
-        );
+        assert_eq!(apply("Pod", &original, &patch).unwrap(), json!({"metadata": {"name": "y"}}));
+        assert_eq!(original, json!({"metadata": {"name": "x"}, "spec": {"a": 1}}));
+        assert_eq!(apply("Pod", &original, &json!({"$patch": "delete"})).unwrap(), json!({}));
+        assert_eq!(apply("pod", &Value::Null, &json!({"a": 1})).unwrap(), json!({"a": 1}));
     }
 
     #[test]

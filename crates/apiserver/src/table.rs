@@ -72,10 +72,7 @@ const BUILT_IN_KINDS: &[&str] = &[
 impl Columns {
     /// The built-in printer for `kind`, or [`Columns::Default`] when there is none.
     pub fn for_kind(kind: &str) -> Columns {
-        BUILT_IN_KINDS
-            .iter()
-            .find(|k| **k == kind)
-            .map_or(Columns::Default, |k| Columns::BuiltIn(k))
+        BUILT_IN_KINDS.iter().find(|k| **k == kind).map_or(Columns::Default, |k| Columns::BuiltIn(k))
     }
 
     /// The columns of one version of a CustomResourceDefinition (a JSON object), as
@@ -86,20 +83,12 @@ impl Columns {
         let version_columns = crd
             .pointer("/spec/versions")
             .and_then(Value::as_array)
-            .and_then(|versions| {
-                versions
-                    .iter()
-                    .find(|v| v.get("name").and_then(Value::as_str) == Some(version))
-            })
+            .and_then(|versions| versions.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(version)))
             .and_then(|v| v.get("additionalPrinterColumns"))
             .or_else(|| crd.pointer("/spec/additionalPrinterColumns"))
             .and_then(Value::as_array);
         let columns: Vec<PrinterColumn> = version_columns
-            .map(|cols| {
-                cols.iter()
-                    .filter_map(PrinterColumn::from_crd_json)
-                    .collect()
-            })
+            .map(|cols| cols.iter().filter_map(PrinterColumn::from_crd_json).collect())
             .unwrap_or_default();
         if columns.is_empty() {
             return Columns::Printer(vec![PrinterColumn {
@@ -263,13 +252,7 @@ pub fn jsonpath_text(root: &Value, path: &str) -> Option<String> {
     if matches.is_empty() {
         return None;
     }
-    Some(
-        matches
-            .into_iter()
-            .map(value_text)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+    Some(matches.into_iter().map(value_text).collect::<Vec<_>>().join(","))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,20 +276,8 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
     Some(match kind {
         "Pod" => vec![
             NAME,
-            (
-                "Ready",
-                s,
-                "",
-                0,
-                "The aggregate readiness state of this pod for accepting traffic.",
-            ),
-            (
-                "Status",
-                s,
-                "",
-                0,
-                "The aggregate status of the containers in this pod.",
-            ),
+            ("Ready", s, "", 0, "The aggregate readiness state of this pod for accepting traffic."),
+            ("Status", s, "", 0, "The aggregate status of the containers in this pod."),
             (
                 "Restarts",
                 s,
@@ -402,26 +373,10 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
             ),
         ],
-        "Namespace" => vec![
-            NAME,
-            ("Status", s, "", 0, "The status of the namespace"),
-            AGE,
-        ],
+        "Namespace" => vec![NAME, ("Status", s, "", 0, "The status of the namespace"), AGE],
         "Event" => vec![
-            (
-                "Last Seen",
-                s,
-                "",
-                0,
-                "The time at which the most recent occurrence of this event was recorded.",
-            ),
-            (
-                "Type",
-                s,
-                "",
-                0,
-                "Type of this event (Normal, Warning), new types could be added in the future",
-            ),
+            ("Last Seen", s, "", 0, "The time at which the most recent occurrence of this event was recorded."),
+            ("Type", s, "", 0, "Type of this event (Normal, Warning), new types could be added in the future"),
             (
                 "Reason",
                 s,
@@ -444,13 +399,7 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 1,
                 "The component reporting this event. Should be a short machine understandable string.",
             ),
-            (
-                "Message",
-                s,
-                "",
-                0,
-                "A human-readable description of the status of this operation.",
-            ),
+            ("Message", s, "", 0, "A human-readable description of the status of this operation."),
             (
                 "First Seen",
                 s,
@@ -458,13 +407,7 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 1,
                 "The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)",
             ),
-            (
-                "Count",
-                s,
-                "",
-                1,
-                "The number of times this event has occurred.",
-            ),
+            ("Count", s, "", 1, "The number of times this event has occurred."),
             ("Name", s, "name", 1, NAME_DESCRIPTION),
         ],
         "Service" => vec![
@@ -476,13 +419,7 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 0,
                 "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are ExternalName, ClusterIP, NodePort, and LoadBalancer.",
             ),
-            (
-                "Cluster-IP",
-                s,
-                "",
-                0,
-                "clusterIP is the IP address of the service and is usually assigned randomly.",
-            ),
+            ("Cluster-IP", s, "", 0, "clusterIP is the IP address of the service and is usually assigned randomly."),
             (
                 "External-IP",
                 s,
@@ -537,13 +474,7 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
         ],
         "Lease" => vec![
             NAME,
-            (
-                "Holder",
-                s,
-                "",
-                0,
-                "holderIdentity contains the identity of the holder of a current lease.",
-            ),
+            ("Holder", s, "", 0, "holderIdentity contains the identity of the holder of a current lease."),
             AGE,
         ],
         "ServiceAccount" => vec![
@@ -559,27 +490,9 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
         ],
         "PersistentVolumeClaim" => vec![
             NAME,
-            (
-                "Status",
-                s,
-                "",
-                0,
-                "phase represents the current phase of PersistentVolumeClaim.",
-            ),
-            (
-                "Volume",
-                s,
-                "",
-                0,
-                "volumeName is the binding reference to the PersistentVolume backing this claim.",
-            ),
-            (
-                "Capacity",
-                s,
-                "",
-                0,
-                "capacity represents the actual resources of the underlying volume.",
-            ),
+            ("Status", s, "", 0, "phase represents the current phase of PersistentVolumeClaim."),
+            ("Volume", s, "", 0, "volumeName is the binding reference to the PersistentVolume backing this claim."),
+            ("Capacity", s, "", 0, "capacity represents the actual resources of the underlying volume."),
             (
                 "Access Modes",
                 s,
@@ -588,13 +501,7 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 "accessModes contains the actual access modes the volume backing the PVC has. More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1",
             ),
             ("StorageClass", s, "", 0, "StorageClass of the pvc"),
-            (
-                "VolumeAttributesClass",
-                s,
-                "",
-                0,
-                "VolumeAttributesClass of the pvc",
-            ),
+            ("VolumeAttributesClass", s, "", 0, "VolumeAttributesClass of the pvc"),
             AGE,
             (
                 "VolumeMode",
@@ -609,19 +516,10 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
 }
 
 fn default_definitions() -> Vec<Def> {
-    vec![
-        NAME,
-        ("Created At", "date", "", 0, CREATION_TIMESTAMP_DESCRIPTION),
-    ]
+    vec![NAME, ("Created At", "date", "", 0, CREATION_TIMESTAMP_DESCRIPTION)]
 }
 
-fn definition_json(
-    name: &str,
-    type_: &str,
-    format: &str,
-    priority: i64,
-    description: &str,
-) -> Value {
+fn definition_json(name: &str, type_: &str, format: &str, priority: i64, description: &str) -> Value {
     json!({
         "name": name,
         "type": type_,
@@ -646,28 +544,18 @@ type Row = (Vec<Value>, Option<Vec<Value>>);
 impl<'c> Renderer<'c> {
     fn new(columns: &'c Columns) -> Renderer<'c> {
         match columns {
-            Columns::BuiltIn(kind) if builtin_definitions(kind).is_some() => {
-                Renderer::BuiltIn(kind)
-            }
+            Columns::BuiltIn(kind) if builtin_definitions(kind).is_some() => Renderer::BuiltIn(kind),
             Columns::BuiltIn(_) | Columns::Default => Renderer::Default,
-            Columns::Printer(cols) => Renderer::Custom(
-                cols.iter()
-                    .map(|c| (c, parse_path(&c.json_path).ok()))
-                    .collect(),
-            ),
+            Columns::Printer(cols) => {
+                Renderer::Custom(cols.iter().map(|c| (c, parse_path(&c.json_path).ok())).collect())
+            }
         }
     }
 
     fn definitions(&self) -> Vec<Value> {
-        let defs = |defs: Vec<Def>| {
-            defs.into_iter()
-                .map(|(n, t, f, p, d)| definition_json(n, t, f, p, d))
-                .collect()
-        };
+        let defs = |defs: Vec<Def>| defs.into_iter().map(|(n, t, f, p, d)| definition_json(n, t, f, p, d)).collect();
         match self {
-            Renderer::BuiltIn(kind) => {
-                defs(builtin_definitions(kind).unwrap_or_else(default_definitions))
-            }
+            Renderer::BuiltIn(kind) => defs(builtin_definitions(kind).unwrap_or_else(default_definitions)),
             Renderer::Default => defs(default_definitions()),
             Renderer::Custom(cols) => {
                 let mut out = vec![{
@@ -676,10 +564,7 @@ impl<'c> Renderer<'c> {
                 }];
                 out.extend(cols.iter().map(|(c, _)| {
                     let description = if c.description.is_empty() {
-                        format!(
-                            "Custom resource definition column (in JSONPath format): {}",
-                            c.json_path
-                        )
+                        format!("Custom resource definition column (in JSONPath format): {}", c.json_path)
                     } else {
                         c.description.clone()
                     };
@@ -693,13 +578,9 @@ impl<'c> Renderer<'c> {
     fn row(&self, obj: &Value, now: Timestamp) -> Row {
         match self {
             Renderer::BuiltIn(kind) => builtin_row(kind, obj, now),
-            Renderer::Default => (
-                vec![
-                    name(obj).into(),
-                    created_at(ts(obj, &["metadata", "creationTimestamp"])).into(),
-                ],
-                None,
-            ),
+            Renderer::Default => {
+                (vec![name(obj).into(), created_at(ts(obj, &["metadata", "creationTimestamp"])).into()], None)
+            }
             Renderer::Custom(cols) => {
                 let mut cells = vec![Value::from(name(obj))];
                 cells.extend(cols.iter().map(|(c, segments)| {
@@ -725,10 +606,9 @@ fn printer_cell(type_: &str, v: &Value, now: Timestamp) -> Value {
     }
     match (type_, v) {
         ("string", v) => value_text(v).into(),
-        ("integer", Value::Number(n)) => n
-            .as_i64()
-            .or_else(|| n.as_f64().map(|f| f as i64))
-            .map_or(Value::Null, Value::from),
+        ("integer", Value::Number(n)) => {
+            n.as_i64().or_else(|| n.as_f64().map(|f| f as i64)).map_or(Value::Null, Value::from)
+        }
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, Value::from),
         ("boolean", Value::Bool(b)) => (*b).into(),
         ("date", Value::String(s)) => {
@@ -756,19 +636,13 @@ fn builtin_row(kind: &str, obj: &Value, now: Timestamp) -> Row {
                 "" => "Active",
                 phase => phase,
             };
-            (
-                vec![name(obj).into(), phase.into(), age(obj, now).into()],
-                None,
-            )
+            (vec![name(obj).into(), phase.into(), age(obj, now).into()], None)
         }
         "Event" => (event_row(obj, now), None),
         "Service" => (service_row(obj, now), None),
         "ConfigMap" => {
             let count = object_len(obj, "data") + object_len(obj, "binaryData");
-            (
-                vec![name(obj).into(), count.into(), age(obj, now).into()],
-                None,
-            )
+            (vec![name(obj).into(), count.into(), age(obj, now).into()], None)
         }
         "Secret" => {
             let mut keys: Vec<&String> = ["data", "stringData"]
@@ -782,55 +656,22 @@ fn builtin_row(kind: &str, obj: &Value, now: Timestamp) -> Row {
                 "" => "Opaque",
                 t => t,
             };
-            (
-                vec![
-                    name(obj).into(),
-                    type_.into(),
-                    keys.len().into(),
-                    age(obj, now).into(),
-                ],
-                None,
-            )
+            (vec![name(obj).into(), type_.into(), keys.len().into(), age(obj, now).into()], None)
         }
-        "Lease" => (
-            vec![
-                name(obj).into(),
-                text(obj, &["spec", "holderIdentity"]).into(),
-                age(obj, now).into(),
-            ],
-            None,
-        ),
-        "ServiceAccount" => (
-            vec![
-                name(obj).into(),
-                array(obj, &["secrets"]).len().into(),
-                age(obj, now).into(),
-            ],
-            None,
-        ),
+        "Lease" => (vec![name(obj).into(), text(obj, &["spec", "holderIdentity"]).into(), age(obj, now).into()], None),
+        "ServiceAccount" => (vec![name(obj).into(), array(obj, &["secrets"]).len().into(), age(obj, now).into()], None),
         "PersistentVolumeClaim" => (pvc_row(obj, now), None),
-        _ => (
-            vec![
-                name(obj).into(),
-                created_at(ts(obj, &["metadata", "creationTimestamp"])).into(),
-            ],
-            None,
-        ),
+        _ => (vec![name(obj).into(), created_at(ts(obj, &["metadata", "creationTimestamp"])).into()], None),
     }
 }
 
 fn pod_row(pod: &Value, now: Timestamp) -> Row {
     let init_specs = array(pod, &["spec", "initContainers"]);
     let is_sidecar = |container_name: &str| {
-        init_specs.iter().any(|c| {
-            text(c, &["name"]) == container_name && text(c, &["restartPolicy"]) == "Always"
-        })
+        init_specs.iter().any(|c| text(c, &["name"]) == container_name && text(c, &["restartPolicy"]) == "Always")
     };
     let total = array(pod, &["spec", "containers"]).len()
-        + init_specs
-            .iter()
-            .filter(|c| text(c, &["restartPolicy"]) == "Always")
-            .count();
+        + init_specs.iter().filter(|c| text(c, &["restartPolicy"]) == "Always").count();
     let mut ready = 0usize;
     let mut restarts = 0i64;
     let mut sidecar_restarts = 0i64;
@@ -839,17 +680,9 @@ fn pod_row(pod: &Value, now: Timestamp) -> Row {
 
     let phase = text(pod, &["status", "phase"]);
     let status_reason = text(pod, &["status", "reason"]);
-    let mut reason = if status_reason.is_empty() {
-        phase
-    } else {
-        status_reason
-    }
-    .to_string();
+    let mut reason = if status_reason.is_empty() { phase } else { status_reason }.to_string();
     let conditions = array(pod, &["status", "conditions"]);
-    if conditions
-        .iter()
-        .any(|c| text(c, &["type"]) == "PodScheduled" && text(c, &["reason"]) == "SchedulingGated")
-    {
+    if conditions.iter().any(|c| text(c, &["type"]) == "PodScheduled" && text(c, &["reason"]) == "SchedulingGated") {
         reason = "SchedulingGated".into();
     }
     let row_conditions = match phase {
@@ -873,10 +706,7 @@ fn pod_row(pod: &Value, now: Timestamp) -> Row {
     };
 
     let mut initializing = false;
-    for (i, cs) in array(pod, &["status", "initContainerStatuses"])
-        .iter()
-        .enumerate()
-    {
+    for (i, cs) in array(pod, &["status", "initContainerStatuses"]).iter().enumerate() {
         let count = int(cs, &["restartCount"]).unwrap_or(0);
         restarts += count;
         later(&mut last_restart, cs);
@@ -915,11 +745,8 @@ fn pod_row(pod: &Value, now: Timestamp) -> Row {
         break;
     }
 
-    let condition_true = |type_: &str| {
-        conditions
-            .iter()
-            .any(|c| text(c, &["type"]) == type_ && text(c, &["status"]) == "True")
-    };
+    let condition_true =
+        |type_: &str| conditions.iter().any(|c| text(c, &["type"]) == type_ && text(c, &["status"]) == "True");
     if !initializing || condition_true("Initialized") {
         restarts = sidecar_restarts;
         last_restart = last_sidecar_restart;
@@ -945,12 +772,7 @@ fn pod_row(pod: &Value, now: Timestamp) -> Row {
             }
         }
         if reason == "Completed" && has_running {
-            reason = if condition_true("Ready") {
-                "Running"
-            } else {
-                "NotReady"
-            }
-            .into();
+            reason = if condition_true("Ready") { "Running" } else { "NotReady" }.into();
         }
     }
 
@@ -979,10 +801,7 @@ fn pod_row(pod: &Value, now: Timestamp) -> Row {
             .iter()
             .filter(|g| {
                 let type_ = text(g, &["conditionType"]);
-                conditions
-                    .iter()
-                    .find(|c| text(c, &["type"]) == type_)
-                    .is_some_and(|c| text(c, &["status"]) == "True")
+                conditions.iter().find(|c| text(c, &["type"]) == type_).is_some_and(|c| text(c, &["status"]) == "True")
             })
             .count();
         format!("{true_conditions}/{}", gates.len())
@@ -1021,11 +840,7 @@ fn job_row(job: &Value, now: Timestamp) -> Vec<Value> {
         (Some(start), Some(end)) => human_duration(end.duration_since(start)),
     };
     let conditions = array(job, &["status", "conditions"]);
-    let is = |type_: &str| {
-        conditions
-            .iter()
-            .any(|c| text(c, &["type"]) == type_ && text(c, &["status"]) == "True")
-    };
+    let is = |type_: &str| conditions.iter().any(|c| text(c, &["type"]) == type_ && text(c, &["status"]) == "True");
     let status = if is("Complete") {
         "Complete"
     } else if is("Failed") {
@@ -1057,27 +872,13 @@ fn job_row(job: &Value, now: Timestamp) -> Vec<Value> {
 fn node_row(node: &Value, now: Timestamp) -> Vec<Value> {
     let mut status: Vec<String> = Vec::new();
     // NodeAllConditions is just Ready; the last condition of a type wins, as in a Go map.
-    if let Some(ready) = array(node, &["status", "conditions"])
-        .iter()
-        .rev()
-        .find(|c| text(c, &["type"]) == "Ready")
-    {
-        status.push(
-            if text(ready, &["status"]) == "True" {
-                "Ready"
-            } else {
-                "NotReady"
-            }
-            .into(),
-        );
+    if let Some(ready) = array(node, &["status", "conditions"]).iter().rev().find(|c| text(c, &["type"]) == "Ready") {
+        status.push(if text(ready, &["status"]) == "True" { "Ready" } else { "NotReady" }.into());
     }
     if status.is_empty() {
         status.push("Unknown".into());
     }
-    if flag(
-        get(node, &["spec"]).unwrap_or(&Value::Null),
-        "unschedulable",
-    ) {
+    if flag(get(node, &["spec"]).unwrap_or(&Value::Null), "unschedulable") {
         status.push("SchedulingDisabled".into());
     }
     let mut roles: Vec<&str> = Vec::new();
@@ -1096,11 +897,7 @@ fn node_row(node: &Value, now: Timestamp) -> Vec<Value> {
     }
     roles.sort();
     roles.dedup();
-    let roles = if roles.is_empty() {
-        "<none>".to_string()
-    } else {
-        roles.join(",")
-    };
+    let roles = if roles.is_empty() { "<none>".to_string() } else { roles.join(",") };
     let address = |type_: &str| {
         array(node, &["status", "addresses"])
             .iter()
@@ -1138,49 +935,31 @@ fn event_row(ev: &Value, now: Timestamp) -> Vec<Value> {
         Some(t) => since(Some(t), now),
         None => first_seen.clone(),
     };
-    let mut count = int(ev, &["count"])
-        .or_else(|| int(ev, &["deprecatedCount"]))
-        .unwrap_or(0);
+    let mut count = int(ev, &["count"]).or_else(|| int(ev, &["deprecatedCount"])).unwrap_or(0);
     if let Some(series) = get(ev, &["series"]).filter(|s| s.is_object()) {
         last_seen = since(ts(series, &["lastObservedTime"]), now);
         count = int(series, &["count"]).unwrap_or(0);
     } else if count == 0 {
         count = 1;
     }
-    let involved = get(ev, &["involvedObject"])
-        .or_else(|| get(ev, &["regarding"]))
-        .unwrap_or(&Value::Null);
+    let involved = get(ev, &["involvedObject"]).or_else(|| get(ev, &["regarding"])).unwrap_or(&Value::Null);
     let kind = text(involved, &["kind"]).to_lowercase();
     let target = match text(involved, &["name"]) {
         "" => kind,
         n => format!("{kind}/{n}"),
     };
     let first_non_empty = |a: &'_ str, b: &'_ str| {
-        if a.is_empty() {
-            b.to_string()
-        } else {
-            a.to_string()
-        }
+        if a.is_empty() { b.to_string() } else { a.to_string() }
     };
     let component = first_non_empty(
         text(ev, &["source", "component"]),
-        &first_non_empty(
-            text(ev, &["reportingController"]),
-            text(ev, &["deprecatedSource", "component"]),
-        ),
+        &first_non_empty(text(ev, &["reportingController"]), text(ev, &["deprecatedSource", "component"])),
     );
     let host = first_non_empty(
         text(ev, &["source", "host"]),
-        &first_non_empty(
-            text(ev, &["reportingInstance"]),
-            text(ev, &["deprecatedSource", "host"]),
-        ),
+        &first_non_empty(text(ev, &["reportingInstance"]), text(ev, &["deprecatedSource", "host"])),
     );
-    let source = if host.is_empty() {
-        component
-    } else {
-        format!("{component}, {host}")
-    };
+    let source = if host.is_empty() { component } else { format!("{component}, {host}") };
     let message = first_non_empty(text(ev, &["message"]), text(ev, &["note"]));
     vec![
         last_seen.into(),
@@ -1207,10 +986,7 @@ fn service_row(svc: &Value, now: Timestamp) -> Vec<Value> {
         .or_else(|| get(svc, &["spec", "clusterIP"]).and_then(Value::as_str))
         .filter(|ip| !ip.is_empty())
         .unwrap_or("<none>");
-    let external_ips: Vec<&str> = array(svc, &["spec", "externalIPs"])
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let external_ips: Vec<&str> = array(svc, &["spec", "externalIPs"]).iter().filter_map(Value::as_str).collect();
     let external_ip = match type_ {
         "ClusterIP" | "NodePort" => {
             if external_ips.is_empty() {
@@ -1222,18 +998,10 @@ fn service_row(svc: &Value, now: Timestamp) -> Vec<Value> {
         "LoadBalancer" => {
             let mut ips: Vec<&str> = array(svc, &["status", "loadBalancer", "ingress"])
                 .iter()
-                .filter_map(|i| {
-                    [text(i, &["ip"]), text(i, &["hostname"])]
-                        .into_iter()
-                        .find(|s| !s.is_empty())
-                })
+                .filter_map(|i| [text(i, &["ip"]), text(i, &["hostname"])].into_iter().find(|s| !s.is_empty()))
                 .collect();
             ips.extend(external_ips);
-            if ips.is_empty() {
-                "<pending>".to_string()
-            } else {
-                ips.join(",")
-            }
+            if ips.is_empty() { "<pending>".to_string() } else { ips.join(",") }
         }
         "ExternalName" => text(svc, &["spec", "externalName"]).to_string(),
         _ => "<unknown>".to_string(),
@@ -1252,11 +1020,7 @@ fn service_row(svc: &Value, now: Timestamp) -> Vec<Value> {
             }
         })
         .collect();
-    let ports = if ports.is_empty() {
-        "<none>".to_string()
-    } else {
-        ports.join(",")
-    };
+    let ports = if ports.is_empty() { "<none>".to_string() } else { ports.join(",") };
     let selector = format_labels(get(svc, &["spec", "selector"]));
     vec![
         name(svc).into(),
@@ -1270,11 +1034,8 @@ fn service_row(svc: &Value, now: Timestamp) -> Vec<Value> {
 }
 
 fn pvc_row(pvc: &Value, now: Timestamp) -> Vec<Value> {
-    let phase = if has(pvc, &["metadata", "deletionTimestamp"]) {
-        "Terminating"
-    } else {
-        text(pvc, &["status", "phase"])
-    };
+    let phase =
+        if has(pvc, &["metadata", "deletionTimestamp"]) { "Terminating" } else { text(pvc, &["status", "phase"]) };
     let volume = text(pvc, &["spec", "volumeName"]);
     let (capacity, access_modes) = if volume.is_empty() {
         (String::new(), String::new())
@@ -1284,39 +1045,21 @@ fn pvc_row(pvc: &Value, now: Timestamp) -> Vec<Value> {
             Some(Value::Number(n)) => n.to_string(),
             _ => "0".to_string(),
         };
-        let modes: Vec<&str> = array(pvc, &["status", "accessModes"])
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
-        let short: Vec<&str> = [
-            ("ReadWriteOnce", "RWO"),
-            ("ReadOnlyMany", "ROX"),
-            ("ReadWriteMany", "RWX"),
-            ("ReadWriteOncePod", "RWOP"),
-        ]
-        .iter()
-        .filter(|(long, _)| modes.contains(long))
-        .map(|(_, s)| *s)
-        .collect();
+        let modes: Vec<&str> = array(pvc, &["status", "accessModes"]).iter().filter_map(Value::as_str).collect();
+        let short: Vec<&str> =
+            [("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"), ("ReadWriteOncePod", "RWOP")]
+                .iter()
+                .filter(|(long, _)| modes.contains(long))
+                .map(|(_, s)| *s)
+                .collect();
         (capacity, short.join(","))
     };
-    let class = match text(
-        pvc,
-        &[
-            "metadata",
-            "annotations",
-            "volume.beta.kubernetes.io/storage-class",
-        ],
-    ) {
+    let class = match text(pvc, &["metadata", "annotations", "volume.beta.kubernetes.io/storage-class"]) {
         "" => text(pvc, &["spec", "storageClassName"]),
         c => c,
     };
     let unset = |v: &str| {
-        if v.is_empty() {
-            "<unset>".to_string()
-        } else {
-            v.to_string()
-        }
+        if v.is_empty() { "<unset>".to_string() } else { v.to_string() }
     };
     vec![
         name(pvc).into(),
@@ -1350,10 +1093,7 @@ fn format_label_selector(selector: Option<&Value>) -> String {
     }
     for expr in array(selector, &["matchExpressions"]) {
         let key = text(expr, &["key"]);
-        let mut values: Vec<&str> = array(expr, &["values"])
-            .iter()
-            .filter_map(Value::as_str)
-            .collect();
+        let mut values: Vec<&str> = array(expr, &["values"]).iter().filter_map(Value::as_str).collect();
         values.sort();
         let rendered = match text(expr, &["operator"]) {
             "In" => format!("{key} in ({})", values.join(",")),
@@ -1366,11 +1106,7 @@ fn format_label_selector(selector: Option<&Value>) -> String {
     }
     requirements.sort_by(|a, b| a.0.cmp(&b.0));
     let out: Vec<String> = requirements.into_iter().map(|(_, r)| r).collect();
-    if out.is_empty() {
-        "<none>".into()
-    } else {
-        out.join(",")
-    }
+    if out.is_empty() { "<none>".into() } else { out.join(",") }
 }
 
 /// labels.FormatLabels: `k=v` sorted by key, `<none>` when empty.
@@ -1378,10 +1114,8 @@ fn format_labels(labels: Option<&Value>) -> String {
     let Some(labels) = labels.and_then(Value::as_object).filter(|m| !m.is_empty()) else {
         return "<none>".into();
     };
-    let mut pairs: Vec<String> = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
+    let mut pairs: Vec<String> =
+        labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
     pairs.sort();
     pairs.join(",")
 }
@@ -1412,9 +1146,7 @@ fn flag(v: &Value, key: &str) -> bool {
 }
 
 fn array<'a>(v: &'a Value, path: &[&str]) -> &'a [Value] {
-    get(v, path)
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
+    get(v, path).and_then(Value::as_array).map_or(&[], Vec::as_slice)
 }
 
 fn object_len(v: &Value, key: &str) -> usize {
@@ -1432,10 +1164,7 @@ fn is_zero_time(t: Timestamp) -> bool {
 
 /// A timestamp field; absent, unparseable and Go's zero time are all `None`.
 fn ts(v: &Value, path: &[&str]) -> Option<Timestamp> {
-    get(v, path)
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse::<Timestamp>().ok())
-        .filter(|t| !is_zero_time(*t))
+    get(v, path).and_then(Value::as_str).and_then(|s| s.parse::<Timestamp>().ok()).filter(|t| !is_zero_time(*t))
 }
 
 /// translateTimestampSince.
@@ -1459,11 +1188,7 @@ fn created_at(t: Option<Timestamp>) -> String {
 }
 
 fn or_none(s: &str) -> String {
-    if s.is_empty() {
-        "<none>".into()
-    } else {
-        s.into()
-    }
+    if s.is_empty() { "<none>".into() } else { s.into() }
 }
 
 /// A JSONPath result as text: strings verbatim, the rest as compact JSON.
@@ -1625,22 +1350,12 @@ fn parse_bracket(inner: &str) -> Result<Segment, String> {
         let num = |s: Option<&&str>| -> Result<Option<i64>, String> {
             match s.map(|s| s.trim()) {
                 None | Some("") => Ok(None),
-                Some(n) => n
-                    .parse()
-                    .map(Some)
-                    .map_err(|_| format!("invalid slice {inner:?}")),
+                Some(n) => n.parse().map(Some).map_err(|_| format!("invalid slice {inner:?}")),
             }
         };
-        return Ok(Segment::Slice(
-            num(parts.first())?,
-            num(parts.get(1))?,
-            num(parts.get(2))?,
-        ));
+        return Ok(Segment::Slice(num(parts.first())?, num(parts.get(1))?, num(parts.get(2))?));
     }
-    inner
-        .parse::<i64>()
-        .map(Segment::Index)
-        .map_err(|_| format!("invalid array index {inner:?}"))
+    inner.parse::<i64>().map(Segment::Index).map_err(|_| format!("invalid array index {inner:?}"))
 }
 
 fn unquote(s: &str) -> Option<String> {
@@ -1673,11 +1388,7 @@ fn parse_filter(body: &str) -> Result<Filter, String> {
                     }
                     let left: String = chars[..i].iter().collect();
                     let right: String = chars[i + op.len()..].iter().collect();
-                    return Ok(Filter::Compare(
-                        parse_operand(left.trim())?,
-                        op,
-                        parse_operand(right.trim())?,
-                    ));
+                    return Ok(Filter::Compare(parse_operand(left.trim())?, op, parse_operand(right.trim())?));
                 }
             }
         }
@@ -1845,12 +1556,7 @@ mod tests {
 
     fn column_names(columns: &Columns) -> Vec<String> {
         let t = table(columns, &[], IncludeObject::None, "1", now());
-        t["columnDefinitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap().to_string())
-            .collect()
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
     }
 
     fn pod(status: Value) -> Value {
@@ -1863,10 +1569,7 @@ mod tests {
     }
 
     fn pod_status_cell(p: Value) -> String {
-        cells(&Columns::BuiltIn("Pod"), p)[2]
-            .as_str()
-            .unwrap()
-            .to_string()
+        cells(&Columns::BuiltIn("Pod"), p)[2].as_str().unwrap().to_string()
     }
 
     // --- human_duration ---------------------------------------------------------------------
@@ -1902,21 +1605,14 @@ mod tests {
             (20 * 365 * 86400, "20y"),
         ];
         for (secs, want) in cases {
-            assert_eq!(
-                human_duration(SignedDuration::from_secs(*secs)),
-                *want,
-                "{secs}s"
-            );
+            assert_eq!(human_duration(SignedDuration::from_secs(*secs)), *want, "{secs}s");
         }
     }
 
     #[test]
     fn human_duration_truncates_fractional_negative_seconds_toward_zero() {
         assert_eq!(human_duration(SignedDuration::from_millis(-1500)), "0s");
-        assert_eq!(
-            human_duration(SignedDuration::from_millis(-2000)),
-            "<invalid>"
-        );
+        assert_eq!(human_duration(SignedDuration::from_millis(-2000)), "<invalid>");
         assert_eq!(human_duration(SignedDuration::from_millis(1999)), "1s");
     }
 
@@ -1928,13 +1624,7 @@ mod tests {
 
     #[test]
     fn table_has_kind_api_version_resource_version_and_rows() {
-        let t = table(
-            &Columns::BuiltIn("Pod"),
-            &[sample_pod()],
-            IncludeObject::Metadata,
-            "114",
-            now(),
-        );
+        let t = table(&Columns::BuiltIn("Pod"), &[sample_pod()], IncludeObject::Metadata, "114", now());
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
         assert_eq!(t["metadata"], json!({"resourceVersion": "114"}));
@@ -1944,12 +1634,7 @@ mod tests {
         assert_eq!(name["type"], "string");
         assert_eq!(name["format"], "name");
         assert_eq!(name["priority"], 0);
-        assert!(
-            name["description"]
-                .as_str()
-                .unwrap()
-                .starts_with("Name must be unique")
-        );
+        assert!(name["description"].as_str().unwrap().starts_with("Name must be unique"));
     }
 
     #[test]
@@ -1962,13 +1647,7 @@ mod tests {
     #[test]
     fn include_object_metadata_wraps_metadata_in_partial_object_metadata() {
         let p = sample_pod();
-        let t = table(
-            &Columns::BuiltIn("Pod"),
-            std::slice::from_ref(&p),
-            IncludeObject::Metadata,
-            "1",
-            now(),
-        );
+        let t = table(&Columns::BuiltIn("Pod"), std::slice::from_ref(&p), IncludeObject::Metadata, "1", now());
         assert_eq!(
             t["rows"][0]["object"],
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": p["metadata"]})
@@ -1978,39 +1657,21 @@ mod tests {
     #[test]
     fn include_object_object_embeds_the_full_object() {
         let p = sample_pod();
-        let t = table(
-            &Columns::BuiltIn("Pod"),
-            std::slice::from_ref(&p),
-            IncludeObject::Object,
-            "1",
-            now(),
-        );
+        let t = table(&Columns::BuiltIn("Pod"), std::slice::from_ref(&p), IncludeObject::Object, "1", now());
         assert_eq!(t["rows"][0]["object"], p);
     }
 
     #[test]
     fn include_object_none_leaves_object_out() {
-        let t = table(
-            &Columns::BuiltIn("Pod"),
-            &[sample_pod()],
-            IncludeObject::None,
-            "1",
-            now(),
-        );
+        let t = table(&Columns::BuiltIn("Pod"), &[sample_pod()], IncludeObject::None, "1", now());
         assert!(t["rows"][0].get("object").is_none());
     }
 
     #[test]
     fn include_object_parses_query_values() {
         assert_eq!(IncludeObject::from_query(""), Some(IncludeObject::Metadata));
-        assert_eq!(
-            IncludeObject::from_query("Metadata"),
-            Some(IncludeObject::Metadata)
-        );
-        assert_eq!(
-            IncludeObject::from_query("Object"),
-            Some(IncludeObject::Object)
-        );
+        assert_eq!(IncludeObject::from_query("Metadata"), Some(IncludeObject::Metadata));
+        assert_eq!(IncludeObject::from_query("Object"), Some(IncludeObject::Object));
         assert_eq!(IncludeObject::from_query("None"), Some(IncludeObject::None));
         assert_eq!(IncludeObject::from_query("bogus"), None);
         assert_eq!(IncludeObject::default(), IncludeObject::Metadata);
@@ -2022,31 +1683,11 @@ mod tests {
     fn pod_columns_match_kube_apiserver() {
         assert_eq!(
             column_names(&Columns::BuiltIn("Pod")),
-            [
-                "Name",
-                "Ready",
-                "Status",
-                "Restarts",
-                "Age",
-                "IP",
-                "Node",
-                "Nominated Node",
-                "Readiness Gates"
-            ]
+            ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"]
         );
-        let t = table(
-            &Columns::BuiltIn("Pod"),
-            &[],
-            IncludeObject::None,
-            "1",
-            now(),
-        );
-        let priorities: Vec<i64> = t["columnDefinitions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["priority"].as_i64().unwrap())
-            .collect();
+        let t = table(&Columns::BuiltIn("Pod"), &[], IncludeObject::None, "1", now());
+        let priorities: Vec<i64> =
+            t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["priority"].as_i64().unwrap()).collect();
         assert_eq!(priorities, [0, 0, 0, 0, 0, 1, 1, 1, 1]);
     }
 
@@ -2059,12 +1700,10 @@ mod tests {
         p["spec"]["nodeName"] = json!("node-1");
         assert_eq!(
             cells(&Columns::BuiltIn("Pod"), p),
-            json!([
-                "p", "1/1", "Running", "0", "60s", "10.0.0.5", "node-1", "<none>", "<none>"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
+            json!(["p", "1/1", "Running", "0", "60s", "10.0.0.5", "node-1", "<none>", "<none>"])
+                .as_array()
+                .unwrap()
+                .clone()
         );
     }
 
@@ -2084,11 +1723,7 @@ mod tests {
     #[test]
     fn pod_status_cases() {
         let cases: Vec<(&str, Value, &str)> = vec![
-            (
-                "pending without statuses shows phase",
-                pod(json!({"phase": "Pending"})),
-                "Pending",
-            ),
+            ("pending without statuses shows phase", pod(json!({"phase": "Pending"})), "Pending"),
             (
                 "waiting container shows ContainerCreating",
                 pod(json!({"phase": "Pending", "containerStatuses": [
@@ -2163,8 +1798,7 @@ mod tests {
         p["metadata"]["deletionTimestamp"] = json!(ago(1));
         assert_eq!(pod_status_cell(p.clone()), "Terminating");
         p["status"]["phase"] = json!("Succeeded");
-        p["status"]["containerStatuses"][0]["state"] =
-            json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
+        p["status"]["containerStatuses"][0]["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
         assert_eq!(pod_status_cell(p.clone()), "Completed");
         p["status"]["phase"] = json!("Running");
         p["status"]["reason"] = json!("NodeLost");
@@ -2174,16 +1808,11 @@ mod tests {
     #[test]
     fn pod_init_container_statuses() {
         let with_init = |init_statuses: Value, n_init: usize| {
-            let mut p = pod(
-                json!({"phase": "Pending", "initContainerStatuses": init_statuses,
+            let mut p = pod(json!({"phase": "Pending", "initContainerStatuses": init_statuses,
                 "containerStatuses": [{"name": "main", "ready": false,
-                    "state": {"waiting": {"reason": "PodInitializing"}}}]}),
-            );
-            p["spec"]["initContainers"] = json!(
-                (0..n_init)
-                    .map(|i| json!({"name": format!("init{i}")}))
-                    .collect::<Vec<_>>()
-            );
+                    "state": {"waiting": {"reason": "PodInitializing"}}}]}));
+            p["spec"]["initContainers"] =
+                json!((0..n_init).map(|i| json!({"name": format!("init{i}")})).collect::<Vec<_>>());
             p
         };
         let cases: Vec<(&str, Value, &str)> = vec![
@@ -2204,10 +1833,7 @@ mod tests {
             ),
             (
                 "waiting PodInitializing init container counts as Init:0/1",
-                with_init(
-                    json!([{"name": "init0", "state": {"waiting": {"reason": "PodInitializing"}}}]),
-                    1,
-                ),
+                with_init(json!([{"name": "init0", "state": {"waiting": {"reason": "PodInitializing"}}}]), 1),
                 "Init:0/1",
             ),
             (
@@ -2221,18 +1847,12 @@ mod tests {
             ),
             (
                 "failed init container shows Init:Error",
-                with_init(
-                    json!([{"name": "init0", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]),
-                    1,
-                ),
+                with_init(json!([{"name": "init0", "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]), 1),
                 "Init:Error",
             ),
             (
                 "failed init container without reason shows Init:ExitCode",
-                with_init(
-                    json!([{"name": "init0", "state": {"terminated": {"exitCode": 2}}}]),
-                    1,
-                ),
+                with_init(json!([{"name": "init0", "state": {"terminated": {"exitCode": 2}}}]), 1),
                 "Init:ExitCode:2",
             ),
             (
@@ -2308,11 +1928,7 @@ mod tests {
     fn succeeded_and_failed_pods_carry_completed_row_conditions() {
         let t = table(
             &Columns::BuiltIn("Pod"),
-            &[
-                pod(json!({"phase": "Succeeded"})),
-                pod(json!({"phase": "Failed"})),
-                sample_pod(),
-            ],
+            &[pod(json!({"phase": "Succeeded"})), pod(json!({"phase": "Failed"})), sample_pod()],
             IncludeObject::None,
             "1",
             now(),
@@ -2326,10 +1942,7 @@ mod tests {
     #[test]
     fn missing_creation_timestamp_is_unknown_age() {
         let mut p = sample_pod();
-        p["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("creationTimestamp");
+        p["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
         assert_eq!(cells(&Columns::BuiltIn("Pod"), p)[4], "<unknown>");
     }
 
@@ -2351,16 +1964,7 @@ mod tests {
     fn job_columns_match_kube_apiserver() {
         assert_eq!(
             column_names(&Columns::BuiltIn("Job")),
-            [
-                "Name",
-                "Status",
-                "Completions",
-                "Duration",
-                "Age",
-                "Containers",
-                "Images",
-                "Selector"
-            ]
+            ["Name", "Status", "Completions", "Duration", "Age", "Containers", "Images", "Selector"]
         );
     }
 
@@ -2391,30 +1995,10 @@ mod tests {
     #[test]
     fn job_completions_cases() {
         let cases: Vec<(&str, Value, Value, &str)> = vec![
-            (
-                "completions set",
-                json!({"completions": 5}),
-                json!({"succeeded": 2}),
-                "2/5",
-            ),
-            (
-                "no completions and parallelism 1",
-                json!({"parallelism": 1}),
-                json!({"succeeded": 0}),
-                "0/1",
-            ),
-            (
-                "no completions and parallelism unset",
-                json!({}),
-                json!({}),
-                "0/1",
-            ),
-            (
-                "no completions with parallelism",
-                json!({"parallelism": 4}),
-                json!({"succeeded": 1}),
-                "1/1 of 4",
-            ),
+            ("completions set", json!({"completions": 5}), json!({"succeeded": 2}), "2/5"),
+            ("no completions and parallelism 1", json!({"parallelism": 1}), json!({"succeeded": 0}), "0/1"),
+            ("no completions and parallelism unset", json!({}), json!({}), "0/1"),
+            ("no completions with parallelism", json!({"parallelism": 4}), json!({"succeeded": 1}), "1/1 of 4"),
             (
                 "completions null with parallelism",
                 json!({"completions": null, "parallelism": 3}),
@@ -2423,11 +2007,7 @@ mod tests {
             ),
         ];
         for (behaviour, spec, status, want) in cases {
-            assert_eq!(
-                cells(&Columns::BuiltIn("Job"), job(spec, status))[2],
-                want,
-                "{behaviour}"
-            );
+            assert_eq!(cells(&Columns::BuiltIn("Job"), job(spec, status))[2], want, "{behaviour}");
         }
     }
 
@@ -2440,43 +2020,15 @@ mod tests {
         };
         let cases: Vec<(&str, Value, &str)> = vec![
             ("no conditions is Running", json!({}), "Running"),
-            (
-                "Complete condition",
-                cond(&[("SuccessCriteriaMet", "True"), ("Complete", "True")]),
-                "Complete",
-            ),
-            (
-                "Failed condition",
-                cond(&[("FailureTarget", "True"), ("Failed", "True")]),
-                "Failed",
-            ),
-            (
-                "Suspended condition",
-                cond(&[("Suspended", "True")]),
-                "Suspended",
-            ),
-            (
-                "Suspended false is Running",
-                cond(&[("Suspended", "False")]),
-                "Running",
-            ),
-            (
-                "FailureTarget before Failed",
-                cond(&[("FailureTarget", "True")]),
-                "FailureTarget",
-            ),
-            (
-                "SuccessCriteriaMet before Complete",
-                cond(&[("SuccessCriteriaMet", "True")]),
-                "SuccessCriteriaMet",
-            ),
+            ("Complete condition", cond(&[("SuccessCriteriaMet", "True"), ("Complete", "True")]), "Complete"),
+            ("Failed condition", cond(&[("FailureTarget", "True"), ("Failed", "True")]), "Failed"),
+            ("Suspended condition", cond(&[("Suspended", "True")]), "Suspended"),
+            ("Suspended false is Running", cond(&[("Suspended", "False")]), "Running"),
+            ("FailureTarget before Failed", cond(&[("FailureTarget", "True")]), "FailureTarget"),
+            ("SuccessCriteriaMet before Complete", cond(&[("SuccessCriteriaMet", "True")]), "SuccessCriteriaMet"),
         ];
         for (behaviour, status, want) in cases {
-            assert_eq!(
-                cells(&Columns::BuiltIn("Job"), job(json!({}), status))[1],
-                want,
-                "{behaviour}"
-            );
+            assert_eq!(cells(&Columns::BuiltIn("Job"), job(json!({}), status))[1], want, "{behaviour}");
         }
         let mut j = job(json!({}), json!({}));
         j["metadata"]["deletionTimestamp"] = json!(ago(1));
@@ -2487,23 +2039,11 @@ mod tests {
     fn job_duration_cases() {
         let cases: Vec<(&str, Value, &str)> = vec![
             ("not started is empty", json!({}), ""),
-            (
-                "running is now minus start",
-                json!({"startTime": ago(45)}),
-                "45s",
-            ),
-            (
-                "complete is completion minus start",
-                json!({"startTime": ago(4000), "completionTime": ago(3700)}),
-                "5m",
-            ),
+            ("running is now minus start", json!({"startTime": ago(45)}), "45s"),
+            ("complete is completion minus start", json!({"startTime": ago(4000), "completionTime": ago(3700)}), "5m"),
         ];
         for (behaviour, status, want) in cases {
-            assert_eq!(
-                cells(&Columns::BuiltIn("Job"), job(json!({}), status))[3],
-                want,
-                "{behaviour}"
-            );
+            assert_eq!(cells(&Columns::BuiltIn("Job"), job(json!({}), status))[3], want, "{behaviour}");
         }
     }
 
@@ -2540,36 +2080,11 @@ mod tests {
     #[test]
     fn node_status_roles_and_version() {
         let cases: Vec<(&str, Value, &str, &str)> = vec![
-            (
-                "ready node",
-                node(Some("True"), false, json!({})),
-                "Ready",
-                "<none>",
-            ),
-            (
-                "not ready node",
-                node(Some("False"), false, json!({})),
-                "NotReady",
-                "<none>",
-            ),
-            (
-                "unknown ready status is NotReady",
-                node(Some("Unknown"), false, json!({})),
-                "NotReady",
-                "<none>",
-            ),
-            (
-                "no Ready condition is Unknown",
-                node(None, false, json!({})),
-                "Unknown",
-                "<none>",
-            ),
-            (
-                "cordoned",
-                node(Some("True"), true, json!({})),
-                "Ready,SchedulingDisabled",
-                "<none>",
-            ),
+            ("ready node", node(Some("True"), false, json!({})), "Ready", "<none>"),
+            ("not ready node", node(Some("False"), false, json!({})), "NotReady", "<none>"),
+            ("unknown ready status is NotReady", node(Some("Unknown"), false, json!({})), "NotReady", "<none>"),
+            ("no Ready condition is Unknown", node(None, false, json!({})), "Unknown", "<none>"),
+            ("cordoned", node(Some("True"), true, json!({})), "Ready,SchedulingDisabled", "<none>"),
             (
                 "roles from labels sorted",
                 node(
@@ -2590,13 +2105,7 @@ mod tests {
             assert_eq!(c[4], "v1.33.0", "{behaviour}");
             assert_eq!(
                 &c[5..],
-                &[
-                    json!("192.168.1.10"),
-                    json!("<none>"),
-                    json!("Debian"),
-                    json!("<unknown>"),
-                    json!("<unknown>")
-                ],
+                &[json!("192.168.1.10"), json!("<none>"), json!("Debian"), json!("<unknown>"), json!("<unknown>")],
                 "{behaviour}"
             );
         }
@@ -2604,40 +2113,20 @@ mod tests {
 
     #[test]
     fn namespace_prints_phase() {
-        assert_eq!(
-            column_names(&Columns::BuiltIn("Namespace")),
-            ["Name", "Status", "Age"]
-        );
+        assert_eq!(column_names(&Columns::BuiltIn("Namespace")), ["Name", "Status", "Age"]);
         let ns = json!({"metadata": {"name": "default", "creationTimestamp": ago(7200)},
             "status": {"phase": "Active"}});
-        assert_eq!(
-            cells(&Columns::BuiltIn("Namespace"), ns),
-            vec![json!("default"), json!("Active"), json!("120m")]
-        );
+        assert_eq!(cells(&Columns::BuiltIn("Namespace"), ns), vec![json!("default"), json!("Active"), json!("120m")]);
         let terminating = json!({"metadata": {"name": "x", "deletionTimestamp": ago(1)},
             "status": {"phase": "Terminating"}});
-        assert_eq!(
-            cells(&Columns::BuiltIn("Namespace"), terminating)[1],
-            "Terminating"
-        );
+        assert_eq!(cells(&Columns::BuiltIn("Namespace"), terminating)[1], "Terminating");
     }
 
     #[test]
     fn event_columns_and_cells() {
         assert_eq!(
             column_names(&Columns::BuiltIn("Event")),
-            [
-                "Last Seen",
-                "Type",
-                "Reason",
-                "Object",
-                "Subobject",
-                "Source",
-                "Message",
-                "First Seen",
-                "Count",
-                "Name"
-            ]
+            ["Last Seen", "Type", "Reason", "Object", "Subobject", "Source", "Message", "First Seen", "Count", "Name"]
         );
         let ev = json!({
             "kind": "Event", "metadata": {"name": "demo.17a", "creationTimestamp": ago(120)},
@@ -2692,15 +2181,7 @@ mod tests {
     fn service_cells() {
         assert_eq!(
             column_names(&Columns::BuiltIn("Service")),
-            [
-                "Name",
-                "Type",
-                "Cluster-IP",
-                "External-IP",
-                "Port(s)",
-                "Age",
-                "Selector"
-            ]
+            ["Name", "Type", "Cluster-IP", "External-IP", "Port(s)", "Age", "Selector"]
         );
         let svc = json!({"metadata": {"name": "web", "creationTimestamp": ago(10)},
             "spec": {"type": "NodePort", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
@@ -2708,30 +2189,14 @@ mod tests {
                 "selector": {"app": "web", "tier": "fe"}}});
         assert_eq!(
             cells(&Columns::BuiltIn("Service"), svc),
-            json!([
-                "web",
-                "NodePort",
-                "10.96.0.10",
-                "<none>",
-                "80:30080/TCP,53/UDP",
-                "10s",
-                "app=web,tier=fe"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
+            json!(["web", "NodePort", "10.96.0.10", "<none>", "80:30080/TCP,53/UDP", "10s", "app=web,tier=fe"])
+                .as_array()
+                .unwrap()
+                .clone()
         );
         let headless = json!({"metadata": {"name": "h"}, "spec": {"clusterIP": "None"}});
         let c = cells(&Columns::BuiltIn("Service"), headless);
-        assert_eq!(
-            &c[1..5],
-            &[
-                json!("ClusterIP"),
-                json!("None"),
-                json!("<none>"),
-                json!("<none>")
-            ]
-        );
+        assert_eq!(&c[1..5], &[json!("ClusterIP"), json!("None"), json!("<none>"), json!("<none>")]);
         let lb = json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer"}});
         assert_eq!(cells(&Columns::BuiltIn("Service"), lb)[3], "<pending>");
     }
@@ -2740,44 +2205,24 @@ mod tests {
     fn configmap_secret_lease_serviceaccount_cells() {
         let cm = json!({"metadata": {"name": "cm", "creationTimestamp": ago(5)},
             "data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}});
-        assert_eq!(
-            cells(&Columns::BuiltIn("ConfigMap"), cm),
-            vec![json!("cm"), json!(3), json!("5s")]
-        );
+        assert_eq!(cells(&Columns::BuiltIn("ConfigMap"), cm), vec![json!("cm"), json!(3), json!("5s")]);
 
-        assert_eq!(
-            column_names(&Columns::BuiltIn("Secret")),
-            ["Name", "Type", "Data", "Age"]
-        );
+        assert_eq!(column_names(&Columns::BuiltIn("Secret")), ["Name", "Type", "Data", "Age"]);
         let secret = json!({"metadata": {"name": "s", "creationTimestamp": ago(5)},
             "type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}});
         assert_eq!(
             cells(&Columns::BuiltIn("Secret"), secret),
-            vec![
-                json!("s"),
-                json!("kubernetes.io/tls"),
-                json!(2),
-                json!("5s")
-            ]
+            vec![json!("s"), json!("kubernetes.io/tls"), json!(2), json!("5s")]
         );
         let untyped = json!({"metadata": {"name": "s"}, "stringData": {"a": "x"}});
-        assert_eq!(
-            &cells(&Columns::BuiltIn("Secret"), untyped)[1..3],
-            &[json!("Opaque"), json!(1)]
-        );
+        assert_eq!(&cells(&Columns::BuiltIn("Secret"), untyped)[1..3], &[json!("Opaque"), json!(1)]);
 
         let lease = json!({"metadata": {"name": "l", "creationTimestamp": ago(5)},
             "spec": {"holderIdentity": "ctrl-1_abc"}});
-        assert_eq!(
-            cells(&Columns::BuiltIn("Lease"), lease),
-            vec![json!("l"), json!("ctrl-1_abc"), json!("5s")]
-        );
+        assert_eq!(cells(&Columns::BuiltIn("Lease"), lease), vec![json!("l"), json!("ctrl-1_abc"), json!("5s")]);
 
         let sa = json!({"metadata": {"name": "default", "creationTimestamp": ago(5)}});
-        assert_eq!(
-            cells(&Columns::BuiltIn("ServiceAccount"), sa),
-            vec![json!("default"), json!(0), json!("5s")]
-        );
+        assert_eq!(cells(&Columns::BuiltIn("ServiceAccount"), sa), vec![json!("default"), json!(0), json!("5s")]);
     }
 
     #[test]
@@ -2803,23 +2248,12 @@ mod tests {
                 "accessModes": ["ReadWriteMany", "ReadWriteOnce"]}});
         assert_eq!(
             cells(&Columns::BuiltIn("PersistentVolumeClaim"), bound),
-            json!([
-                "data",
-                "Bound",
-                "pv-1",
-                "2Gi",
-                "RWO,RWX",
-                "standard",
-                "<unset>",
-                "5s",
-                "Filesystem"
-            ])
-            .as_array()
-            .unwrap()
-            .clone()
+            json!(["data", "Bound", "pv-1", "2Gi", "RWO,RWX", "standard", "<unset>", "5s", "Filesystem"])
+                .as_array()
+                .unwrap()
+                .clone()
         );
-        let pending =
-            json!({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}});
+        let pending = json!({"metadata": {"name": "p"}, "spec": {}, "status": {"phase": "Pending"}});
         assert_eq!(
             &cells(&Columns::BuiltIn("PersistentVolumeClaim"), pending)[1..5],
             &[json!("Pending"), json!(""), json!(""), json!("")]
@@ -2828,27 +2262,14 @@ mod tests {
 
     #[test]
     fn crd_and_default_print_name_and_created_at() {
-        for columns in [
-            Columns::BuiltIn("CustomResourceDefinition"),
-            Columns::Default,
-            Columns::BuiltIn("Widget"),
-        ] {
+        for columns in [Columns::BuiltIn("CustomResourceDefinition"), Columns::Default, Columns::BuiltIn("Widget")] {
             assert_eq!(column_names(&columns), ["Name", "Created At"]);
             let t = table(&columns, &[], IncludeObject::None, "1", now());
             assert_eq!(t["columnDefinitions"][1]["type"], "date");
             let crd = json!({"metadata": {"name": "jobsets.jobset.x-k8s.io",
                 "creationTimestamp": "2024-05-06T07:08:09.123Z"}});
-            assert_eq!(
-                cells(&columns, crd),
-                vec![
-                    json!("jobsets.jobset.x-k8s.io"),
-                    json!("2024-05-06T07:08:09Z")
-                ]
-            );
-            assert_eq!(
-                cells(&columns, json!({"metadata": {"name": "x"}}))[1],
-                "0001-01-01T00:00:00Z"
-            );
+            assert_eq!(cells(&columns, crd), vec![json!("jobsets.jobset.x-k8s.io"), json!("2024-05-06T07:08:09Z")]);
+            assert_eq!(cells(&columns, json!({"metadata": {"name": "x"}}))[1], "0001-01-01T00:00:00Z");
         }
     }
 
@@ -2882,10 +2303,8 @@ mod tests {
 
     #[test]
     fn printer_column_from_crd_json() {
-        let col = PrinterColumn::from_crd_json(
-            &json!({"name": "Ready", "type": "integer", "format": "int32",
-            "description": "d", "priority": 1, "jsonPath": ".status.ready"}),
-        )
+        let col = PrinterColumn::from_crd_json(&json!({"name": "Ready", "type": "integer", "format": "int32",
+            "description": "d", "priority": 1, "jsonPath": ".status.ready"}))
         .unwrap();
         assert_eq!(
             col,
@@ -2898,16 +2317,8 @@ mod tests {
                 json_path: ".status.ready".into()
             }
         );
-        let minimal =
-            PrinterColumn::from_crd_json(&json!({"name": "X", "jsonPath": ".x"})).unwrap();
-        assert_eq!(
-            (
-                minimal.type_.as_str(),
-                minimal.priority,
-                minimal.format.as_str()
-            ),
-            ("string", 0, "")
-        );
+        let minimal = PrinterColumn::from_crd_json(&json!({"name": "X", "jsonPath": ".x"})).unwrap();
+        assert_eq!((minimal.type_.as_str(), minimal.priority, minimal.format.as_str()), ("string", 0, ""));
         assert!(PrinterColumn::from_crd_json(&json!({"name": "X"})).is_none());
         assert!(PrinterColumn::from_crd_json(&json!({"jsonPath": ".x"})).is_none());
     }
@@ -2915,23 +2326,10 @@ mod tests {
     #[test]
     fn printer_column_definitions_put_name_first_and_default_description() {
         let columns = Columns::for_crd_version(&jobset_crd(), "v1alpha2");
-        assert_eq!(
-            column_names(&columns),
-            [
-                "Name",
-                "TerminalState",
-                "Restarts",
-                "Completed",
-                "Suspended",
-                "Age"
-            ]
-        );
+        assert_eq!(column_names(&columns), ["Name", "TerminalState", "Restarts", "Completed", "Suspended", "Age"]);
         let t = table(&columns, &[], IncludeObject::None, "1", now());
         assert_eq!(t["columnDefinitions"][0]["format"], "name");
-        assert_eq!(
-            t["columnDefinitions"][1]["description"],
-            "Final state of JobSet"
-        );
+        assert_eq!(t["columnDefinitions"][1]["description"], "Final state of JobSet");
         assert_eq!(
             t["columnDefinitions"][2]["description"],
             "Custom resource definition column (in JSONPath format): .status.restarts"
@@ -2952,11 +2350,7 @@ mod tests {
     fn jobset_printer_columns() {
         let columns = Columns::for_crd_version(&jobset_crd(), "v1alpha2");
         let cases: Vec<(&str, Value, Value)> = vec![
-            (
-                "new jobset has no status yet",
-                jobset(json!({}), None),
-                json!(["demo", null, null, null, null, "6s"]),
-            ),
+            ("new jobset has no status yet", jobset(json!({}), None), json!(["demo", null, null, null, null, "6s"])),
             (
                 "running jobset with restarts and an unsuspended spec",
                 jobset(
@@ -2976,10 +2370,7 @@ mod tests {
             ),
             (
                 "suspended jobset",
-                jobset(
-                    json!({"restarts": 0, "conditions": [{"type": "Suspended", "status": "True"}]}),
-                    Some(true),
-                ),
+                jobset(json!({"restarts": 0, "conditions": [{"type": "Suspended", "status": "True"}]}), Some(true)),
                 json!(["demo", null, "0", null, "true", "6s"]),
             ),
             (
@@ -3065,81 +2456,32 @@ mod tests {
         let cases: &[(&str, &str, Option<&str>)] = &[
             ("field chain", ".metadata.name", Some("n")),
             ("braces and dollar", "{$.metadata.name}", Some("n")),
-            (
-                "escaped dots",
-                ".metadata.labels.app\\.kubernetes\\.io/name",
-                Some("demo"),
-            ),
-            (
-                "quoted bracket field",
-                ".metadata.labels['app.kubernetes.io/name']",
-                Some("demo"),
-            ),
+            ("escaped dots", ".metadata.labels.app\\.kubernetes\\.io/name", Some("demo")),
+            ("quoted bracket field", ".metadata.labels['app.kubernetes.io/name']", Some("demo")),
             ("index", ".spec.containers[1].name", Some("b")),
             ("negative index", ".spec.containers[-1].image", Some("i2")),
             ("out of range index", ".spec.containers[5].name", None),
             ("wildcard joins", ".spec.containers[*].name", Some("a,b")),
             ("slice", ".spec.containers[0:1].name", Some("a")),
-            (
-                "nested",
-                ".spec.containers[0].ports[0].containerPort",
-                Some("80"),
-            ),
-            (
-                "filter ==",
-                ".status.conditions[?(@.type==\"Completed\")].status",
-                Some("True"),
-            ),
-            (
-                "filter single quotes",
-                ".status.conditions[?(@.type=='Failed')].status",
-                Some("False"),
-            ),
-            (
-                "filter !=",
-                ".status.conditions[?(@.type!=\"Completed\")].type",
-                Some("Failed"),
-            ),
-            (
-                "filter with spaces",
-                ".status.conditions[?( @.type == \"Failed\" )].n",
-                Some("2"),
-            ),
-            (
-                "filter no match",
-                ".status.conditions[?(@.type==\"Nope\")].status",
-                None,
-            ),
-            (
-                "numeric filter",
-                ".status.conditions[?(@.n>1)].type",
-                Some("Failed"),
-            ),
-            (
-                "presence filter",
-                ".spec.containers[?(@.ports)].name",
-                Some("a"),
-            ),
+            ("nested", ".spec.containers[0].ports[0].containerPort", Some("80")),
+            ("filter ==", ".status.conditions[?(@.type==\"Completed\")].status", Some("True")),
+            ("filter single quotes", ".status.conditions[?(@.type=='Failed')].status", Some("False")),
+            ("filter !=", ".status.conditions[?(@.type!=\"Completed\")].type", Some("Failed")),
+            ("filter with spaces", ".status.conditions[?( @.type == \"Failed\" )].n", Some("2")),
+            ("filter no match", ".status.conditions[?(@.type==\"Nope\")].status", None),
+            ("numeric filter", ".status.conditions[?(@.n>1)].type", Some("Failed")),
+            ("presence filter", ".spec.containers[?(@.ports)].name", Some("a")),
             ("recursive descent", "..image", Some("i1,i2")),
             ("missing key", ".status.nope", None),
         ];
         for (behaviour, path, want) in cases {
-            assert_eq!(
-                jsonpath_text(&doc, path).as_deref(),
-                *want,
-                "{behaviour}: {path}"
-            );
+            assert_eq!(jsonpath_text(&doc, path).as_deref(), *want, "{behaviour}: {path}");
         }
     }
 
     #[test]
     fn jsonpath_rejects_malformed_paths() {
-        for path in [
-            ".spec[",
-            ".status.conditions[?(@.type=\"x\")]",
-            ".a[x]",
-            "a b",
-        ] {
+        for path in [".spec[", ".status.conditions[?(@.type=\"x\")]", ".a[x]", "a b"] {
             assert!(jsonpath_find(&json!({}), path).is_err(), "{path}");
         }
     }

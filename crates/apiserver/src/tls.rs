@@ -115,13 +115,7 @@ impl Layout {
     }
 
     fn files(&self) -> [&Path; 5] {
-        [
-            &self.ca_cert,
-            &self.ca_key,
-            &self.server_cert,
-            &self.server_key,
-            &self.token,
-        ]
+        [&self.ca_cert, &self.ca_key, &self.server_cert, &self.server_key, &self.token]
     }
 }
 
@@ -190,13 +184,11 @@ struct Generated {
 
 fn generate_pki() -> Result<Generated, rcgen::Error> {
     use rcgen::{
-        BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType,
-        ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose,
+        BasicConstraints, CertificateParams, CertifiedIssuer, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+        KeyPair, KeyUsagePurpose,
     };
 
-    let since_epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     let now = rcgen::date_time_ymd(1970, 1, 1) + since_epoch;
     let not_before = now - BACKDATE;
     let not_after = now + VALIDITY;
@@ -205,30 +197,18 @@ fn generate_pki() -> Result<Generated, rcgen::Error> {
     let ca_key_pem = ca_key.serialize_pem();
     let mut ca_params = CertificateParams::default();
     ca_params.distinguished_name = DistinguishedName::new();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "jobset-ca");
+    ca_params.distinguished_name.push(DnType::CommonName, "jobset-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca_params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    ca_params.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     ca_params.not_before = not_before;
     ca_params.not_after = not_after;
     let ca = CertifiedIssuer::self_signed(ca_params, ca_key)?;
 
     let server_key = KeyPair::generate()?;
-    let mut server_params = CertificateParams::new(
-        SERVER_SANS
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>(),
-    )?;
+    let mut server_params = CertificateParams::new(SERVER_SANS.iter().map(|s| s.to_string()).collect::<Vec<_>>())?;
     server_params.distinguished_name = DistinguishedName::new();
-    server_params
-        .distinguished_name
-        .push(DnType::CommonName, "jobset-apiserver");
+    server_params.distinguished_name.push(DnType::CommonName, "jobset-apiserver");
     server_params.is_ca = IsCa::ExplicitNoCa;
     server_params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     server_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
@@ -262,14 +242,11 @@ fn new_token() -> String {
 /// wins the race is kept rather than overwritten); the token is published with a
 /// no-clobber hard link for the same reason. Callers load from disk afterwards.
 fn generate(layout: &Layout) -> Result<(), TlsError> {
-    let pki = generate_pki()
-        .map_err(|e| TlsError(format!("generating the CA and serving certificate: {e}")))?;
+    let pki = generate_pki().map_err(|e| TlsError(format!("generating the CA and serving certificate: {e}")))?;
 
     create_dir_all_private(&layout.dir)?;
 
-    let staging = layout
-        .dir
-        .join(format!(".{PKI_DIR}.tmp-{}", random_suffix()));
+    let staging = layout.dir.join(format!(".{PKI_DIR}.tmp-{}", random_suffix()));
     let staged = write_staging(&staging, &pki);
     if let Err(e) = staged {
         let _ = fs::remove_dir_all(&staging);
@@ -280,19 +257,12 @@ fn generate(layout: &Layout) -> Result<(), TlsError> {
         // Another process that started at the same time may have won; its PKI is
         // then the one to keep. Anything else is a real failure.
         if !matches!(fs::metadata(&layout.ca_cert), Ok(m) if m.is_file()) {
-            return Err(TlsError::at(
-                &layout.pki,
-                format_args!("cannot move {} into place: {e}", staging.display()),
-            ));
+            return Err(TlsError::at(&layout.pki, format_args!("cannot move {} into place: {e}", staging.display())));
         }
     }
     sync_dir(&layout.dir);
 
-    publish_new_file(
-        &layout.token,
-        format!("{}\n", new_token()).as_bytes(),
-        0o600,
-    )
+    publish_new_file(&layout.token, format!("{}\n", new_token()).as_bytes(), 0o600)
 }
 
 fn write_staging(staging: &Path, pki: &Generated) -> Result<(), TlsError> {
@@ -325,9 +295,8 @@ fn new_file_options(mode: u32) -> OpenOptions {
 
 /// Creates `path` (which must not exist) with `mode` and writes `contents` durably.
 fn write_new_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), TlsError> {
-    let mut file = new_file_options(mode)
-        .open(path)
-        .map_err(|e| TlsError::at(path, format_args!("cannot create: {e}")))?;
+    let mut file =
+        new_file_options(mode).open(path).map_err(|e| TlsError::at(path, format_args!("cannot create: {e}")))?;
     file.write_all(contents)
         .and_then(|()| file.sync_all())
         .map_err(|e| TlsError::at(path, format_args!("cannot write: {e}")))
@@ -344,8 +313,7 @@ fn publish_new_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), TlsEr
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
         // File systems without hard links: fall back to a plain rename.
-        Err(_) => fs::rename(&tmp, path)
-            .map_err(|e| TlsError::at(path, format_args!("cannot move into place: {e}"))),
+        Err(_) => fs::rename(&tmp, path).map_err(|e| TlsError::at(path, format_args!("cannot move into place: {e}"))),
     };
     let _ = fs::remove_file(&tmp);
     if let Some(parent) = path.parent() {
@@ -355,14 +323,8 @@ fn publish_new_file(path: &Path, contents: &[u8], mode: u32) -> Result<(), TlsEr
 }
 
 fn temp_sibling(path: &Path) -> Result<PathBuf, TlsError> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| TlsError::at(path, "is not a file path"))?;
-    Ok(path.with_file_name(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        random_suffix()
-    )))
+    let name = path.file_name().ok_or_else(|| TlsError::at(path, "is not a file path"))?;
+    Ok(path.with_file_name(format!(".{}.tmp-{}", name.to_string_lossy(), random_suffix())))
 }
 
 fn create_dir_private(path: &Path) -> Result<(), TlsError> {
@@ -372,9 +334,7 @@ fn create_dir_private(path: &Path) -> Result<(), TlsError> {
         use std::os::unix::fs::DirBuilderExt as _;
         builder.mode(0o700);
     }
-    builder
-        .create(path)
-        .map_err(|e| TlsError::at(path, format_args!("cannot create directory: {e}")))
+    builder.create(path).map_err(|e| TlsError::at(path, format_args!("cannot create directory: {e}")))
 }
 
 fn create_dir_all_private(path: &Path) -> Result<(), TlsError> {
@@ -385,9 +345,7 @@ fn create_dir_all_private(path: &Path) -> Result<(), TlsError> {
         use std::os::unix::fs::DirBuilderExt as _;
         builder.mode(0o700);
     }
-    builder
-        .create(path)
-        .map_err(|e| TlsError::at(path, format_args!("cannot create directory: {e}")))
+    builder.create(path).map_err(|e| TlsError::at(path, format_args!("cannot create directory: {e}")))
 }
 
 /// Best-effort fsync of a directory so renames into it survive a crash.
@@ -409,10 +367,7 @@ fn read_text(path: &Path) -> Result<String, TlsError> {
     String::from_utf8(bytes).map_err(|_| TlsError::at(path, "is not UTF-8 text (garbled PEM?)"))
 }
 
-fn parse_certs(
-    what: &dyn fmt::Display,
-    pem: &str,
-) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+fn parse_certs(what: &dyn fmt::Display, pem: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = rustls_pemfile::certs(&mut pem.as_bytes())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| TlsError(format!("{what}: invalid PEM: {e}")))?;
@@ -443,9 +398,7 @@ fn check_key_matches(
     match CertifiedKey::new(certs.to_vec(), signing_key).keys_match() {
         Ok(()) | Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(()),
         Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => {
-            Err(TlsError(format!(
-                "{key_what}: does not match the certificate in {cert_what}"
-            )))
+            Err(TlsError(format!("{key_what}: does not match the certificate in {cert_what}")))
         }
         Err(e) => Err(TlsError(format!("{cert_what}: unusable certificate: {e}"))),
     }
@@ -459,12 +412,9 @@ fn load(layout: &Layout) -> Result<Credentials, TlsError> {
     let ca_certs = parse_certs(&ca_path, &ca_cert_pem)?;
     let mut roots = RootCertStore::empty();
     for cert in &ca_certs {
-        roots.add(cert.clone()).map_err(|e| {
-            TlsError::at(
-                &layout.ca_cert,
-                format_args!("not a usable CA certificate: {e}"),
-            )
-        })?;
+        roots
+            .add(cert.clone())
+            .map_err(|e| TlsError::at(&layout.ca_cert, format_args!("not a usable CA certificate: {e}")))?;
     }
 
     let ca_key_path = layout.ca_key.display();
@@ -476,38 +426,23 @@ fn load(layout: &Layout) -> Result<Credentials, TlsError> {
     let server_certs = parse_certs(&server_cert_path, &server_cert_pem)?;
     let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| {
-            TlsError::at(
-                &layout.ca_cert,
-                format_args!("cannot build a verifier: {e}"),
-            )
-        })?;
+        .map_err(|e| TlsError::at(&layout.ca_cert, format_args!("cannot build a verifier: {e}")))?;
     let now = UnixTime::now();
     for name in ["127.0.0.1", "localhost"] {
-        let server_name = ServerName::try_from(name)
-            .map_err(|e| TlsError(format!("invalid server name {name}: {e}")))?;
-        verifier
-            .verify_server_cert(&server_certs[0], &server_certs[1..], &server_name, &[], now)
-            .map_err(|e| {
-                TlsError::at(
-                    &layout.server_cert,
-                    format_args!(
-                        "not a valid serving certificate for {name} issued by the CA in {ca_path}: {e}"
-                    ),
-                )
-            })?;
+        let server_name =
+            ServerName::try_from(name).map_err(|e| TlsError(format!("invalid server name {name}: {e}")))?;
+        verifier.verify_server_cert(&server_certs[0], &server_certs[1..], &server_name, &[], now).map_err(|e| {
+            TlsError::at(
+                &layout.server_cert,
+                format_args!("not a valid serving certificate for {name} issued by the CA in {ca_path}: {e}"),
+            )
+        })?;
     }
 
     let server_key_path = layout.server_key.display();
     let server_key_pem = read_text(&layout.server_key)?;
     let server_key = parse_key(&server_key_path, &server_key_pem)?;
-    check_key_matches(
-        &provider,
-        &server_certs,
-        &server_key_path,
-        server_key,
-        &server_cert_path,
-    )?;
+    check_key_matches(&provider, &server_certs, &server_key_path, server_key, &server_cert_path)?;
 
     let token = read_text(&layout.token)?.trim().to_string();
     if token.is_empty() {
@@ -520,12 +455,7 @@ fn load(layout: &Layout) -> Result<Credentials, TlsError> {
         ));
     }
 
-    Ok(Credentials {
-        ca_cert_pem,
-        server_cert_pem,
-        server_key_pem,
-        token,
-    })
+    Ok(Credentials { ca_cert_pem, server_cert_pem, server_key_pem, token })
 }
 
 // ---------------------------------------------------------------------------
@@ -623,19 +553,10 @@ pub fn kubeconfig_yaml(server_url: &str, creds: &Credentials, context_name: &str
                 certificate_authority_data: STANDARD.encode(&creds.ca_cert_pem),
             },
         }],
-        users: vec![NamedUser {
-            name: context_name.into(),
-            user: User {
-                token: creds.token.clone(),
-            },
-        }],
+        users: vec![NamedUser { name: context_name.into(), user: User { token: creds.token.clone() } }],
         contexts: vec![NamedContext {
             name: context_name.into(),
-            context: Context {
-                cluster: context_name.into(),
-                user: context_name.into(),
-                namespace: "default".into(),
-            },
+            context: Context { cluster: context_name.into(), user: context_name.into(), namespace: "default".into() },
         }],
         current_context: context_name.into(),
     };
@@ -657,10 +578,7 @@ pub fn write_kubeconfig(path: &Path, yaml: &str) -> Result<(), TlsError> {
     create_dir_all_private(parent)?;
     let tmp = temp_sibling(path)?;
     write_new_file(&tmp, yaml.as_bytes(), 0o600)
-        .and_then(|()| {
-            fs::rename(&tmp, path)
-                .map_err(|e| TlsError::at(path, format_args!("cannot replace: {e}")))
-        })
+        .and_then(|()| fs::rename(&tmp, path).map_err(|e| TlsError::at(path, format_args!("cannot replace: {e}"))))
         .inspect_err(|_| {
             let _ = fs::remove_file(&tmp);
         })?;
@@ -692,10 +610,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
-    let diff = a
-        .iter()
-        .zip(b)
-        .fold(0u8, |acc, (x, y)| acc | std::hint::black_box(x ^ y));
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | std::hint::black_box(x ^ y));
     std::hint::black_box(diff) == 0
 }
 
@@ -715,20 +630,14 @@ mod tests {
         let loaded = load_or_create(&dir).unwrap();
         assert_eq!(created, loaded);
         assert_eq!(created.token.len(), 43);
-        assert!(
-            created
-                .ca_cert_pem
-                .starts_with("-----BEGIN CERTIFICATE-----")
-        );
+        assert!(created.ca_cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(created.server_key_pem.contains("PRIVATE KEY"));
         for name in [CA_CERT_FILE, CA_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE] {
             assert!(pki(&dir, name).is_file(), "{name}");
         }
         // No staging leftovers.
-        let entries: Vec<_> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        let entries: Vec<_> =
+            fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         let mut entries = entries;
         entries.sort();
         assert_eq!(entries, ["pki", "token"]);
@@ -740,21 +649,11 @@ mod tests {
 
     #[test]
     fn partial_data_dir_names_the_missing_file() {
-        for name in [
-            CA_CERT_FILE,
-            CA_KEY_FILE,
-            SERVER_CERT_FILE,
-            SERVER_KEY_FILE,
-            TOKEN_FILE,
-        ] {
+        for name in [CA_CERT_FILE, CA_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE, TOKEN_FILE] {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
             let original = load_or_create(dir).unwrap();
-            let path = if name == TOKEN_FILE {
-                dir.join(TOKEN_FILE)
-            } else {
-                pki(dir, name)
-            };
+            let path = if name == TOKEN_FILE { dir.join(TOKEN_FILE) } else { pki(dir, name) };
             fs::remove_file(&path).unwrap();
             let err = load_or_create(dir).unwrap_err().to_string();
             assert!(err.starts_with(&path.display().to_string()), "{err}");
@@ -762,10 +661,7 @@ mod tests {
             // Nothing was regenerated behind our back.
             assert!(!path.exists());
             if name != CA_CERT_FILE {
-                assert_eq!(
-                    read_text(&pki(dir, CA_CERT_FILE)).unwrap(),
-                    original.ca_cert_pem
-                );
+                assert_eq!(read_text(&pki(dir, CA_CERT_FILE)).unwrap(), original.ca_cert_pem);
             }
         }
     }
@@ -775,12 +671,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         load_or_create(dir).unwrap();
-        let files = [
-            pki(dir, CA_CERT_FILE),
-            pki(dir, CA_KEY_FILE),
-            pki(dir, SERVER_CERT_FILE),
-            pki(dir, SERVER_KEY_FILE),
-        ];
+        let files =
+            [pki(dir, CA_CERT_FILE), pki(dir, CA_KEY_FILE), pki(dir, SERVER_CERT_FILE), pki(dir, SERVER_KEY_FILE)];
         let originals: Vec<Vec<u8>> = files.iter().map(|p| fs::read(p).unwrap()).collect();
         let garbage: [&[u8]; 5] = [
             b"this is not PEM\n",
@@ -815,10 +707,7 @@ mod tests {
         let other_creds = load_or_create(other.path()).unwrap();
         fs::write(pki(dir, SERVER_CERT_FILE), &other_creds.server_cert_pem).unwrap();
         let err = load_or_create(dir).unwrap_err().to_string();
-        assert!(
-            err.contains("server.crt: not a valid serving certificate"),
-            "{err}"
-        );
+        assert!(err.contains("server.crt: not a valid serving certificate"), "{err}");
         fs::write(pki(dir, SERVER_CERT_FILE), &originals[2]).unwrap();
 
         // Token problems.
@@ -833,10 +722,7 @@ mod tests {
         fs::remove_file(dir.join(TOKEN_FILE)).unwrap();
         fs::create_dir(dir.join(TOKEN_FILE)).unwrap();
         let err = load_or_create(dir).unwrap_err().to_string();
-        assert!(
-            err.contains("token: exists but is not a regular file"),
-            "{err}"
-        );
+        assert!(err.contains("token: exists but is not a regular file"), "{err}");
     }
 
     #[cfg(unix)]
@@ -854,21 +740,14 @@ mod tests {
         assert_eq!(mode(&pki(&dir, CA_CERT_FILE)) & 0o600, 0o600);
 
         let kubeconfig = tmp.path().join("home/.kube/config");
-        write_kubeconfig(
-            &kubeconfig,
-            &kubeconfig_yaml("https://127.0.0.1:1", &creds, "x"),
-        )
-        .unwrap();
+        write_kubeconfig(&kubeconfig, &kubeconfig_yaml("https://127.0.0.1:1", &creds, "x")).unwrap();
         assert_eq!(mode(&kubeconfig), 0o600);
         // Overwriting keeps it private and leaves no temp files.
         fs::set_permissions(&kubeconfig, fs::Permissions::from_mode(0o644)).unwrap();
         write_kubeconfig(&kubeconfig, "replaced\n").unwrap();
         assert_eq!(mode(&kubeconfig), 0o600);
         assert_eq!(fs::read_to_string(&kubeconfig).unwrap(), "replaced\n");
-        assert_eq!(
-            fs::read_dir(kubeconfig.parent().unwrap()).unwrap().count(),
-            1
-        );
+        assert_eq!(fs::read_dir(kubeconfig.parent().unwrap()).unwrap().count(), 1);
     }
 
     #[test]
@@ -888,9 +767,7 @@ mod tests {
         let cluster = &parsed.clusters[0];
         assert_eq!(cluster.name, "jobset");
         assert_eq!(cluster.cluster.server, "https://127.0.0.1:6443");
-        let ca = STANDARD
-            .decode(&cluster.cluster.certificate_authority_data)
-            .unwrap();
+        let ca = STANDARD.decode(&cluster.cluster.certificate_authority_data).unwrap();
         assert_eq!(String::from_utf8(ca).unwrap(), creds.ca_cert_pem);
         assert_eq!(parsed.users[0].name, "jobset");
         assert_eq!(parsed.users[0].user.token, creds.token);
@@ -948,10 +825,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let creds = load_or_create(tmp.path()).unwrap();
         let config = server_config(&creds).unwrap();
-        assert_eq!(
-            config.alpn_protocols,
-            [b"h2".to_vec(), b"http/1.1".to_vec()]
-        );
+        assert_eq!(config.alpn_protocols, [b"h2".to_vec(), b"http/1.1".to_vec()]);
         let mut bad = creds.clone();
         bad.server_key_pem = "nope".into();
         assert!(server_config(&bad).is_err());
@@ -1027,13 +901,10 @@ mod tests {
 
             let good = client_config(&creds.ca_cert_pem);
             for name in ["127.0.0.1", "localhost"] {
-                let (reply, alpn) = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    exchange(addr, good.clone(), name),
-                )
-                .await
-                .unwrap()
-                .unwrap();
+                let (reply, alpn) = tokio::time::timeout(Duration::from_secs(10), exchange(addr, good.clone(), name))
+                    .await
+                    .unwrap()
+                    .unwrap();
                 assert_eq!(reply, b"pong\n", "{name}");
                 assert_eq!(alpn.as_deref(), Some(&b"h2"[..]), "{name}");
             }
@@ -1045,9 +916,7 @@ mod tests {
             // A client trusting a different CA is rejected.
             let other = tempfile::tempdir().unwrap();
             let other_creds = load_or_create(other.path()).unwrap();
-            let err = exchange(addr, client_config(&other_creds.ca_cert_pem), "127.0.0.1")
-                .await
-                .unwrap_err();
+            let err = exchange(addr, client_config(&other_creds.ca_cert_pem), "127.0.0.1").await.unwrap_err();
             assert!(err.to_string().contains("certificate"), "{err}");
 
             server.abort();

@@ -34,7 +34,8 @@ async fn watcher_relists_after_the_history_is_compacted() {
     for i in 0..5 {
         api.create(&PostParams::default(), &cm(&format!("fill{i}"))).await.unwrap();
     }
-    let mut raw = api.watch(&WatchParams::default(), first.metadata.resource_version.as_deref().unwrap()).await.unwrap().boxed();
+    let mut raw =
+        api.watch(&WatchParams::default(), first.metadata.resource_version.as_deref().unwrap()).await.unwrap().boxed();
     let ev = next_matching(&mut raw, "ERROR", |_| true).await;
     assert!(matches!(ev, Ok(WatchEvent::Error(ref e)) if e.code == 410), "{ev:?}");
 
@@ -175,18 +176,26 @@ async fn controller_with_owns_finalizer_and_recorder_runs_unmodified() {
 
     let created = cms.create(&PostParams::default(), &cm("owner")).await.unwrap();
     let mut w = secrets.watch(&WatchParams::default(), "0").await.unwrap().boxed();
-    next_matching(&mut w, "child secret", |e| matches!(e, Ok(WatchEvent::Added(s)) if s.metadata.name.as_deref() == Some("owner-child")))
-        .await
-        .unwrap();
+    next_matching(
+        &mut w,
+        "child secret",
+        |e| matches!(e, Ok(WatchEvent::Added(s)) if s.metadata.name.as_deref() == Some("owner-child")),
+    )
+    .await
+    .unwrap();
     let with_finalizer = cms.get("owner").await.unwrap();
     assert_eq!(with_finalizer.metadata.finalizers, Some(vec![FINALIZER.to_string()]));
     assert_eq!(with_finalizer.metadata.uid, created.metadata.uid);
 
     // Deleting a child triggers the owner's reconcile through `owns`, which re-applies it.
     secrets.delete("owner-child", &DeleteParams::default()).await.unwrap();
-    next_matching(&mut w, "child re-created", |e| matches!(e, Ok(WatchEvent::Added(s)) if s.metadata.name.as_deref() == Some("owner-child")))
-        .await
-        .unwrap();
+    next_matching(
+        &mut w,
+        "child re-created",
+        |e| matches!(e, Ok(WatchEvent::Added(s)) if s.metadata.name.as_deref() == Some("owner-child")),
+    )
+    .await
+    .unwrap();
 
     // The recorder's events.k8s.io Event exists.
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client.clone());
@@ -230,7 +239,14 @@ async fn admission_hooks_default_and_reject_with_field_causes() {
     let kube::Error::Api(s) = err else { panic!("{err:?}") };
     assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"));
     assert_eq!(s.message, "ConfigMap \"x\" is invalid: metadata.labels.team: Required value");
-    let raw = h.client.request_text(http::Request::post("/api/v1/namespaces/default/configmaps").body(serde_json::to_vec(&cm("x")).unwrap()).unwrap()).await;
+    let raw = h
+        .client
+        .request_text(
+            http::Request::post("/api/v1/namespaces/default/configmaps")
+                .body(serde_json::to_vec(&cm("x")).unwrap())
+                .unwrap(),
+        )
+        .await;
     let status: serde_json::Value = serde_json::from_str(&match raw {
         Err(kube::Error::Api(s)) => serde_json::to_string(&*s).unwrap(),
         other => panic!("{other:?}"),

@@ -5,7 +5,9 @@ mod common;
 use common::{Harness, next_matching};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy, WatchEvent, WatchParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy, WatchEvent, WatchParams,
+};
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
 
@@ -14,7 +16,8 @@ fn cm(name: &str, labels: serde_json::Value) -> ConfigMap {
 }
 
 fn jobset_api(client: &kube::Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"), "jobsets");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"), "jobsets");
     Api::namespaced_with(client.clone(), "default", &ar)
 }
 
@@ -95,10 +98,16 @@ async fn status_subresource_is_isolated(h: Harness) {
     api.create(&PostParams::default(), &jobset("s")).await.unwrap();
     let pp = PatchParams::default();
     // Writes to the object ignore .status ...
-    let o = api.patch("s", &pp, &Patch::Merge(json!({"spec": {"suspend": true}, "status": {"restarts": 5}}))).await.unwrap();
+    let o = api
+        .patch("s", &pp, &Patch::Merge(json!({"spec": {"suspend": true}, "status": {"restarts": 5}})))
+        .await
+        .unwrap();
     assert!(o.data.get("status").is_none(), "{:?}", o.data);
     // ... and writes to /status ignore everything else.
-    let o = api.patch_status("s", &pp, &Patch::Merge(json!({"spec": {"suspend": false}, "status": {"restarts": 2}}))).await.unwrap();
+    let o = api
+        .patch_status("s", &pp, &Patch::Merge(json!({"spec": {"suspend": false}, "status": {"restarts": 2}})))
+        .await
+        .unwrap();
     assert_eq!(o.data["status"]["restarts"], 2);
     assert_eq!(o.data["spec"]["suspend"], true);
     let mut replaced = api.get("s").await.unwrap();
@@ -119,7 +128,8 @@ async fn json_patch_test_of_a_missing_path_against_null_succeeds(h: Harness) {
     .unwrap();
     let o = api.patch("j", &PatchParams::default(), &Patch::Json::<()>(p)).await.unwrap();
     assert_eq!(o.metadata.finalizers, Some(vec!["example.com/f".to_string()]));
-    let failing: json_patch::Patch = serde_json::from_value(json!([{"op": "test", "path": "/data/k", "value": "other"}])).unwrap();
+    let failing: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "test", "path": "/data/k", "value": "other"}])).unwrap();
     let err = api.patch("j", &PatchParams::default(), &Patch::Json::<()>(failing)).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 422), "{err:?}");
 }
@@ -143,7 +153,11 @@ async fn strategic_merge_patch_merges_containers_by_name_and_is_415_for_custom_r
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     let patched = pods
-        .patch("p", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [{"name": "b", "image": "three"}]}})))
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"containers": [{"name": "b", "image": "three"}]}})),
+        )
         .await
         .unwrap();
     let images: Vec<_> = patched.spec.unwrap().containers.into_iter().map(|c| (c.name, c.image.unwrap())).collect();
@@ -160,7 +174,9 @@ async fn list_filters_by_label_and_field_selectors_and_pages(h: Harness) {
         let labels = if tier.is_empty() { json!({"app": app}) } else { json!({"app": app, "tier": tier}) };
         api.create(&PostParams::default(), &cm(n, labels)).await.unwrap();
     }
-    let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> { l.items.into_iter().filter_map(|o| o.metadata.name).collect() };
+    let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        l.items.into_iter().filter_map(|o| o.metadata.name).collect()
+    };
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(names(api.list(&q("app=a")).await.unwrap()), ["l1", "l2"]);
     assert_eq!(names(api.list(&q("app!=a")).await.unwrap()), ["l3", "l4"]);
@@ -168,7 +184,10 @@ async fn list_filters_by_label_and_field_selectors_and_pages(h: Harness) {
     assert_eq!(names(api.list(&q("app notin (a),tier")).await.unwrap()), ["l3"]);
     assert_eq!(names(api.list(&q("!tier")).await.unwrap()), ["l4"]);
     assert_eq!(names(api.list(&ListParams::default().fields("metadata.name=l2")).await.unwrap()), ["l2"]);
-    assert_eq!(names(api.list(&ListParams::default().fields("metadata.name!=l2").labels("app=a")).await.unwrap()), ["l1"]);
+    assert_eq!(
+        names(api.list(&ListParams::default().fields("metadata.name!=l2").labels("app=a")).await.unwrap()),
+        ["l1"]
+    );
     // Paging: limit + continue walks every object exactly once.
     let mut seen = vec![];
     let mut lp = ListParams::default().limit(3);
@@ -184,8 +203,13 @@ async fn list_filters_by_label_and_field_selectors_and_pages(h: Harness) {
     assert_eq!(seen, ["l1", "l2", "l3", "l4"]);
     // All namespaces: objects of another namespace show up too.
     let nss: Api<Namespace> = Api::all(h.client.clone());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap()).await.unwrap();
-    Api::<ConfigMap>::namespaced(h.client.clone(), "other").create(&PostParams::default(), &cm("l5", json!({"app": "a"}))).await.unwrap();
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap())
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(h.client.clone(), "other")
+        .create(&PostParams::default(), &cm("l5", json!({"app": "a"})))
+        .await
+        .unwrap();
     let all: Api<ConfigMap> = Api::all(h.client.clone());
     assert_eq!(names(all.list(&q("app=a")).await.unwrap()), ["l1", "l2", "l5"]);
 }
@@ -193,7 +217,10 @@ async fn list_filters_by_label_and_field_selectors_and_pages(h: Harness) {
 async fn pod_field_selectors_on_node_and_phase(h: Harness) {
     let pods: Api<Pod> = Api::default_namespaced(h.client.clone());
     for n in ["p1", "p2"] {
-        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": n}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+        let pod: Pod = serde_json::from_value(
+            json!({"metadata": {"name": n}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+        )
+        .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
     let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p1"}, "target": {"kind": "Node", "name": "n1"}});
@@ -203,8 +230,12 @@ async fn pod_field_selectors_on_node_and_phase(h: Harness) {
         .unwrap();
     let status: serde_json::Value = h.client.request(req).await.unwrap();
     assert_eq!(status["status"], "Success");
-    pods.patch_status("p2", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}}))).await.unwrap();
-    let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> { l.items.into_iter().filter_map(|o| o.metadata.name).collect() };
+    pods.patch_status("p2", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}})))
+        .await
+        .unwrap();
+    let names = |l: kube::core::ObjectList<Pod>| -> Vec<String> {
+        l.items.into_iter().filter_map(|o| o.metadata.name).collect()
+    };
     assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap()), ["p1"]);
     assert_eq!(names(pods.list(&ListParams::default().fields("status.phase=Running")).await.unwrap()), ["p2"]);
     assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=")).await.unwrap()), ["p2"]);
@@ -221,7 +252,12 @@ async fn watch_from_zero_replays_state_then_streams_changes(h: Harness) {
     let Ok(WatchEvent::Added(o)) = first else { unreachable!() };
     assert_eq!(o.metadata.name.as_deref(), Some("w1"));
     api.create(&PostParams::default(), &cm("w2", json!({}))).await.unwrap();
-    let ev = next_matching(&mut w, "ADDED w2", |e| matches!(e, Ok(WatchEvent::Added(o)) if o.metadata.name.as_deref() == Some("w2"))).await;
+    let ev = next_matching(
+        &mut w,
+        "ADDED w2",
+        |e| matches!(e, Ok(WatchEvent::Added(o)) if o.metadata.name.as_deref() == Some("w2")),
+    )
+    .await;
     drop(ev);
     api.delete("w1", &DeleteParams::default()).await.unwrap();
     let ev = next_matching(&mut w, "DELETED w1", |e| matches!(e, Ok(WatchEvent::Deleted(_)))).await;
@@ -241,13 +277,26 @@ async fn watch_from_a_resource_version_sends_only_later_events(h: Harness) {
 
 async fn watch_sends_bookmarks_and_honours_label_selectors(h: Harness) {
     let api: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
-    let mut w = api.watch(&{ let mut p = WatchParams::default().labels("app=x"); p.bookmarks = true; p }, "0").await.unwrap().boxed();
+    let mut w = api
+        .watch(
+            &{
+                let mut p = WatchParams::default().labels("app=x");
+                p.bookmarks = true;
+                p
+            },
+            "0",
+        )
+        .await
+        .unwrap()
+        .boxed();
     api.create(&PostParams::default(), &cm("other", json!({"app": "y"}))).await.unwrap();
     api.create(&PostParams::default(), &cm("mine", json!({"app": "x"}))).await.unwrap();
     let ev = next_matching(&mut w, "a non-bookmark event", |e| !matches!(e, Ok(WatchEvent::Bookmark(_)))).await;
     assert!(matches!(ev, Ok(WatchEvent::Added(ref o)) if o.metadata.name.as_deref() == Some("mine")), "{ev:?}");
     // Relabelling out of the selector is a DELETED for this watcher.
-    api.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "z"}}}))).await.unwrap();
+    api.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "z"}}})))
+        .await
+        .unwrap();
     let ev = next_matching(&mut w, "DELETED", |e| !matches!(e, Ok(WatchEvent::Bookmark(_)))).await;
     assert!(matches!(ev, Ok(WatchEvent::Deleted(_))), "{ev:?}");
     next_matching(&mut w, "BOOKMARK", |e| matches!(e, Ok(WatchEvent::Bookmark(_)))).await.unwrap();
@@ -256,7 +305,8 @@ async fn watch_sends_bookmarks_and_honours_label_selectors(h: Harness) {
 async fn watch_ends_after_timeout_seconds(h: Harness) {
     let api: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
     let mut w = api.watch(&WatchParams::default().timeout(1), "0").await.unwrap().boxed();
-    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async { while w.next().await.is_some() {} }).await;
+    let end =
+        tokio::time::timeout(std::time::Duration::from_secs(10), async { while w.next().await.is_some() {} }).await;
     assert!(end.is_ok(), "watch did not end after timeoutSeconds");
 }
 
@@ -271,14 +321,19 @@ async fn foreground_delete_removes_dependents_first(h: Harness) {
     // The child has a finalizer, so the owner must wait for it.
     child.metadata.finalizers = Some(vec!["test/hold".into()]);
     cms.create(&PostParams::default(), &child).await.unwrap();
-    let mut w = api.watch(&WatchParams::default().fields("metadata.name=fg"), &rv(&owner).to_string()).await.unwrap().boxed();
-    api.delete("fg", &DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..Default::default() }).await.unwrap();
+    let mut w =
+        api.watch(&WatchParams::default().fields("metadata.name=fg"), &rv(&owner).to_string()).await.unwrap().boxed();
+    api.delete("fg", &DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..Default::default() })
+        .await
+        .unwrap();
     let o = api.get("fg").await.unwrap();
     assert!(o.metadata.deletion_timestamp.is_some());
     assert_eq!(o.metadata.finalizers, Some(vec!["foregroundDeletion".to_string()]));
     let c = cms.get("fg-child").await.unwrap();
     assert!(c.metadata.deletion_timestamp.is_some(), "dependent is being deleted");
-    cms.patch("fg-child", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    cms.patch("fg-child", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
     next_matching(&mut w, "owner DELETED", |e| matches!(e, Ok(WatchEvent::Deleted(_)))).await.unwrap();
     assert!(cms.get_opt("fg-child").await.unwrap().is_none());
     assert!(api.get_opt("fg").await.unwrap().is_none());
@@ -307,17 +362,26 @@ async fn garbage_collector_deletes_dependents_of_missing_owners(h: Harness) {
     let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
     let mut child = cm("dangling", json!({}));
     child.metadata.owner_references = Some(
-        serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "no-such-uid"}])).unwrap(),
+        serde_json::from_value(
+            json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": "no-such-uid"}]),
+        )
+        .unwrap(),
     );
     let c = cms.create(&PostParams::default(), &child).await.unwrap();
     let _gc = h.server.spawn_gc();
-    let mut w = cms.watch(&WatchParams::default().fields("metadata.name=dangling"), &rv(&c).to_string()).await.unwrap().boxed();
-    next_matching(&mut w, "DELETED by the garbage collector", |e| matches!(e, Ok(WatchEvent::Deleted(_)))).await.unwrap();
+    let mut w =
+        cms.watch(&WatchParams::default().fields("metadata.name=dangling"), &rv(&c).to_string()).await.unwrap().boxed();
+    next_matching(&mut w, "DELETED by the garbage collector", |e| matches!(e, Ok(WatchEvent::Deleted(_))))
+        .await
+        .unwrap();
 }
 
 async fn bound_pod_stays_terminating_until_force_deleted(h: Harness) {
     let pods: Api<Pod> = Api::default_namespaced(h.client.clone());
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "t"}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "t"}, "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     pods.delete("t", &DeleteParams::default()).await.unwrap();
     let p = pods.get("t").await.unwrap();
@@ -326,7 +390,10 @@ async fn bound_pod_stays_terminating_until_force_deleted(h: Harness) {
     pods.delete("t", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert!(pods.get_opt("t").await.unwrap().is_none());
     // An unbound pod goes at once.
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "u"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})).unwrap();
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "u"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
     pods.delete("u", &DeleteParams::default()).await.unwrap();
     assert!(pods.get_opt("u").await.unwrap().is_none());
@@ -341,7 +408,10 @@ async fn creating_a_crd_serves_its_kind_with_status(h: Harness) {
                                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
     let crds: Api<DynamicObject> = Api::all_with(
         h.client.clone(),
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"), "customresourcedefinitions"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
     );
     crds.create(&PostParams::default(), &serde_json::from_value(crd).unwrap()).await.unwrap();
     let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
@@ -349,7 +419,10 @@ async fn creating_a_crd_serves_its_kind_with_status(h: Harness) {
     let w: DynamicObject = serde_json::from_value(json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}, "status": {"ok": true}})).unwrap();
     let created = widgets.create(&PostParams::default(), &w).await.unwrap();
     assert!(created.data.get("status").is_none(), "status is not set on create");
-    let s = widgets.patch_status("w", &PatchParams::default(), &Patch::Merge(json!({"status": {"ok": true}}))).await.unwrap();
+    let s = widgets
+        .patch_status("w", &PatchParams::default(), &Patch::Merge(json!({"status": {"ok": true}})))
+        .await
+        .unwrap();
     assert_eq!(s.data["status"]["ok"], true);
     crds.delete("widgets.example.com", &DeleteParams::default()).await.unwrap();
     let err = widgets.get("w").await.unwrap_err();
@@ -358,7 +431,9 @@ async fn creating_a_crd_serves_its_kind_with_status(h: Harness) {
 
 async fn deleting_a_namespace_deletes_its_content(h: Harness) {
     let nss: Api<Namespace> = Api::all(h.client.clone());
-    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "gone"}})).unwrap()).await.unwrap();
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "gone"}})).unwrap())
+        .await
+        .unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(h.client.clone(), "gone");
     cms.create(&PostParams::default(), &cm("x", json!({}))).await.unwrap();
     nss.delete("gone", &DeleteParams::default()).await.unwrap();

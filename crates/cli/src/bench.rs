@@ -119,7 +119,11 @@ async fn apiserver(pods: usize, watchers: usize, durable_pods: usize, concurrenc
         elapsed.as_secs_f64(),
         pods as f64 / elapsed.as_secs_f64()
     );
-    println!("resident memory with {pods} pods stored: {:.0} MB (process was {:.0} MB before the server)", rss_mb(), rss_before);
+    println!(
+        "resident memory with {pods} pods stored: {:.0} MB (process was {:.0} MB before the server)",
+        rss_mb(),
+        rss_before
+    );
 
     // Fan-out: N raw watch streams on pods; each write's delay is measured at every watcher.
     let router = s.router();
@@ -133,9 +137,10 @@ async fn apiserver(pods: usize, watchers: usize, durable_pods: usize, concurrenc
         let tx = tx.clone();
         let ready = ready_tx.clone();
         tasks.push(tokio::spawn(async move {
-            let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"))
-                .body(axum::body::Body::empty())
-                .expect("static request");
+            let req =
+                http::Request::get(format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"))
+                    .body(axum::body::Body::empty())
+                    .expect("static request");
             let resp = router.oneshot(req).await.expect("router is infallible");
             let _ = ready.send(());
             let mut body = resp.into_body().into_data_stream();
@@ -166,7 +171,8 @@ async fn apiserver(pods: usize, watchers: usize, durable_pods: usize, concurrenc
         // Collect this round's deliveries before the next write, so rounds do not overlap.
         let mut got = 0;
         while got < watchers {
-            let (round, at) = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await?.context("watchers ended early")?;
+            let (round, at) =
+                tokio::time::timeout(Duration::from_secs(30), rx.recv()).await?.context("watchers ended early")?;
             delays.push(at.saturating_duration_since(sent[round]));
             if round == i {
                 got += 1;

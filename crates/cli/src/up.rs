@@ -61,7 +61,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     use std::io::Write;
     std::io::stdout().flush().ok();
     let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}

@@ -47,9 +47,7 @@ spec:
 "#;
 
 fn jobset(name: &str, replicas: u32) -> String {
-    JOBSET
-        .replace("NAME", name)
-        .replace("REPLICAS", &replicas.to_string())
+    JOBSET.replace("NAME", name).replace("REPLICAS", &replicas.to_string())
 }
 
 fn job(name: &str, tier: &str) -> String {
@@ -113,22 +111,14 @@ impl Output {
     /// Asserts exit code 0 and returns stdout.
     #[track_caller]
     fn ok(&self) -> &str {
-        assert!(
-            self.status.success(),
-            "expected success from {}",
-            self.describe()
-        );
+        assert!(self.status.success(), "expected success from {}", self.describe());
         &self.stdout
     }
 
     /// Asserts a non-zero exit code and returns stderr.
     #[track_caller]
     fn failed(&self) -> &str {
-        assert!(
-            !self.status.success(),
-            "expected failure from {}",
-            self.describe()
-        );
+        assert!(!self.status.success(), "expected failure from {}", self.describe());
         assert!(
             !self.stderr.contains("panic") && !self.stderr.contains("goroutine "),
             "kubectl crashed instead of printing a clean error: {}",
@@ -139,36 +129,26 @@ impl Output {
 }
 
 fn indent(s: &str) -> String {
-    s.lines()
-        .map(|l| format!("    | {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    s.lines().map(|l| format!("    | {l}")).collect::<Vec<_>>().join("\n")
 }
 
 /// Asserts that `haystack` contains every needle, showing the whole output otherwise.
 #[track_caller]
 fn assert_contains(out: &Output, haystack: &str, needles: &[&str]) {
     for needle in needles {
-        assert!(
-            haystack.contains(needle),
-            "expected {needle:?} in the output of {}",
-            out.describe()
-        );
+        assert!(haystack.contains(needle), "expected {needle:?} in the output of {}", out.describe());
     }
 }
 
 /// Finds `kubectl` on PATH, failing the test with install instructions when it is missing.
 fn kubectl_path() -> PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "kubectl is not on PATH: these tests drive a real kubectl. Install Debian's \
+    std::env::split_paths(&path).map(|dir| dir.join("kubectl")).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "kubectl is not on PATH: these tests drive a real kubectl. Install Debian's \
                  `kubernetes-client` package (`apt-get install kubernetes-client`), as CI does."
-            )
-        })
+        )
+    })
 }
 
 /// Spawns a reader thread that forwards `reader`'s lines over a channel.
@@ -235,22 +215,13 @@ impl Cluster {
             .expect("spawning `jobset up`");
         let lines = line_channel(server.stdout.take().expect("server stdout"));
         // From here on the guard kills the server whatever happens.
-        let mut cluster = Cluster {
-            server,
-            kubectl,
-            url: String::new(),
-            data,
-            home,
-            work,
-        };
+        let mut cluster = Cluster { server, kubectl, url: String::new(), data, home, work };
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines.recv_timeout(left) {
                 Ok(line) if line.starts_with(LISTENING) => {
-                    cluster.url = line["jobset API server listening on ".len()..]
-                        .trim()
-                        .to_string();
+                    cluster.url = line["jobset API server listening on ".len()..].trim().to_string();
                     break;
                 }
                 Ok(_) => {}
@@ -265,16 +236,8 @@ impl Cluster {
         }
         // Keep draining stdout so the server never blocks on a full pipe.
         thread::spawn(move || for _ in lines {});
-        assert!(
-            cluster.kubeconfig().is_file(),
-            "no kubeconfig at {}",
-            cluster.kubeconfig().display()
-        );
-        eprintln!(
-            "jobset up: {} (kubectl: {})",
-            cluster.url,
-            cluster.kubectl.display()
-        );
+        assert!(cluster.kubeconfig().is_file(), "no kubeconfig at {}", cluster.kubeconfig().display());
+        eprintln!("jobset up: {} (kubectl: {})", cluster.url, cluster.kubectl.display());
         cluster
     }
 
@@ -323,12 +286,7 @@ impl Cluster {
             stdout: stdout.join().unwrap_or_default(),
             stderr: stderr.join().unwrap_or_default(),
         };
-        eprintln!(
-            "$ kubectl {}  [{:?}, {}]",
-            args.join(" "),
-            started.elapsed(),
-            out.status
-        );
+        eprintln!("$ kubectl {}  [{:?}, {}]", args.join(" "), started.elapsed(), out.status);
         out
     }
 
@@ -342,8 +300,7 @@ impl Cluster {
     #[track_caller]
     fn get_json(&self, kind: &str, name: &str) -> serde_json::Value {
         let out = self.kubectl(&["get", kind, name, "-o", "json"]);
-        serde_json::from_str(out.ok())
-            .unwrap_or_else(|e| panic!("bad JSON ({e}) from {}", out.describe()))
+        serde_json::from_str(out.ok()).unwrap_or_else(|e| panic!("bad JSON ({e}) from {}", out.describe()))
     }
 
     /// Writes a manifest into the work dir (kubectl's cwd) and returns its file name.
@@ -363,30 +320,19 @@ impl Drop for Cluster {
             let tail: Vec<&str> = log.lines().rev().take(60).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             if !tail.is_empty() {
-                eprintln!(
-                    "--- jobset up log (last {} lines) ---\n{}",
-                    tail.len(),
-                    tail.join("\n")
-                );
+                eprintln!("--- jobset up log (last {} lines) ---\n{}", tail.len(), tail.join("\n"));
             }
         }
     }
 }
 
 fn replicas(js: &serde_json::Value) -> u64 {
-    js["spec"]["replicatedJobs"][0]["replicas"]
-        .as_u64()
-        .expect("spec.replicatedJobs[0].replicas")
+    js["spec"]["replicatedJobs"][0]["replicas"].as_u64().expect("spec.replicatedJobs[0].replicas")
 }
 
 /// Rows of a `kubectl get` table, by first column.
 fn row_names(table: &str) -> Vec<String> {
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_string)
-        .collect()
+    table.lines().skip(1).filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect()
 }
 
 #[test]
@@ -405,8 +351,7 @@ fn apply_client_and_server_side() {
     let js = c.get_json("jobset", "demo");
     assert_eq!(replicas(&js), 3, "apply did not change replicas: {js:#}");
     assert!(
-        js["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
-            .is_string(),
+        js["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].is_string(),
         "no last-applied-configuration annotation: {js:#}"
     );
 
@@ -417,41 +362,22 @@ fn apply_client_and_server_side() {
     // (client-side applied) object re-applied as is.
     let g = c.manifest("ssa.yaml", &jobset("demo-ssa", 1));
     let out = c.kubectl(&["apply", "--server-side", "-f", &g]);
-    assert_contains(
-        &out,
-        out.ok(),
-        &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"],
-    );
+    assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"]);
     assert_eq!(replicas(&c.get_json("jobset", "demo-ssa")), 1);
 
     c.manifest("ssa.yaml", &jobset("demo-ssa", 4));
     let out = c.kubectl(&["apply", "--server-side", "-f", &g]);
-    assert_contains(
-        &out,
-        out.ok(),
-        &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"],
-    );
+    assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"]);
     assert_eq!(replicas(&c.get_json("jobset", "demo-ssa")), 4);
 
     let out = c.kubectl(&["apply", "--server-side", "-f", &f]);
-    assert_contains(
-        &out,
-        out.ok(),
-        &["jobset.jobset.x-k8s.io/demo serverside-applied"],
-    );
+    assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo serverside-applied"]);
     assert_eq!(replicas(&c.get_json("jobset", "demo")), 3);
 
     // 10. create of an existing object.
     let out = c.kubectl(&["create", "-f", &f]);
     let err = out.failed().to_string();
-    assert_contains(
-        &out,
-        &err,
-        &[
-            "AlreadyExists",
-            "jobsets.jobset.x-k8s.io \"demo\" already exists",
-        ],
-    );
+    assert_contains(&out, &err, &["AlreadyExists", "jobsets.jobset.x-k8s.io \"demo\" already exists"]);
 }
 
 #[test]
@@ -464,19 +390,8 @@ fn get_describe_and_api_resources() {
     let out = c.kubectl(&["get", "jobsets"]);
     let table = out.ok();
     let header = table.lines().next().unwrap_or_default();
-    for column in [
-        "NAME",
-        "TERMINALSTATE",
-        "RESTARTS",
-        "COMPLETED",
-        "SUSPENDED",
-        "AGE",
-    ] {
-        assert!(
-            header.split_whitespace().any(|c| c == column),
-            "no {column} column in {}",
-            out.describe()
-        );
+    for column in ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"] {
+        assert!(header.split_whitespace().any(|c| c == column), "no {column} column in {}", out.describe());
     }
     assert_eq!(row_names(table), ["demo"], "{}", out.describe());
 
@@ -484,12 +399,7 @@ fn get_describe_and_api_resources() {
     assert_contains(
         &out,
         out.ok(),
-        &[
-            "kind: JobSet",
-            "apiVersion: jobset.x-k8s.io/v1alpha2",
-            "name: demo",
-            "resourceVersion:",
-        ],
+        &["kind: JobSet", "apiVersion: jobset.x-k8s.io/v1alpha2", "name: demo", "resourceVersion:"],
     );
 
     // Label selectors on a built-in resource.
@@ -510,49 +420,25 @@ fn get_describe_and_api_resources() {
     // 5. describe.
     let out = c.kubectl(&["describe", "jobset", "demo"]);
     let text = out.ok();
-    let has_line = |key: &str, value: &str| {
-        text.lines()
-            .any(|l| l.strip_prefix(key).is_some_and(|rest| rest.trim() == value))
-    };
-    assert!(
-        has_line("Name:", "demo"),
-        "no `Name: demo` line in {}",
-        out.describe()
-    );
-    assert!(
-        has_line("Namespace:", "default"),
-        "no `Namespace: default` line in {}",
-        out.describe()
-    );
-    assert!(
-        has_line("Kind:", "JobSet"),
-        "no `Kind: JobSet` line in {}",
-        out.describe()
-    );
-    assert!(
-        has_line("API Version:", "jobset.x-k8s.io/v1alpha2"),
-        "no `API Version:` line in {}",
-        out.describe()
-    );
+    let has_line =
+        |key: &str, value: &str| text.lines().any(|l| l.strip_prefix(key).is_some_and(|rest| rest.trim() == value));
+    assert!(has_line("Name:", "demo"), "no `Name: demo` line in {}", out.describe());
+    assert!(has_line("Namespace:", "default"), "no `Namespace: default` line in {}", out.describe());
+    assert!(has_line("Kind:", "JobSet"), "no `Kind: JobSet` line in {}", out.describe());
+    assert!(has_line("API Version:", "jobset.x-k8s.io/v1alpha2"), "no `API Version:` line in {}", out.describe());
     assert_contains(&out, text, &["Replicated Jobs:", "workers"]);
 
     // 8. api-resources.
     let out = c.kubectl(&["api-resources"]);
     let text = out.ok();
-    for (name, version, kind) in [
-        ("jobsets", "jobset.x-k8s.io/v1alpha2", "JobSet"),
-        ("jobs", "batch/v1", "Job"),
-        ("pods", "v1", "Pod"),
-    ] {
+    for (name, version, kind) in
+        [("jobsets", "jobset.x-k8s.io/v1alpha2", "JobSet"), ("jobs", "batch/v1", "Job"), ("pods", "v1", "Pod")]
+    {
         let found = text.lines().any(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
             cols.first() == Some(&name) && cols.contains(&version) && cols.last() == Some(&kind)
         });
-        assert!(
-            found,
-            "api-resources has no {name} {version} {kind} row: {}",
-            out.describe()
-        );
+        assert!(found, "api-resources has no {name} {version} {kind} row: {}", out.describe());
     }
 }
 
@@ -563,20 +449,9 @@ fn patch_and_delete() {
     c.ok(&["apply", "-f", &f]);
 
     // 6. Merge patch, then JSON patch.
-    let out = c.kubectl(&[
-        "patch",
-        "jobset",
-        "demo",
-        "--type=merge",
-        "-p",
-        r#"{"spec":{"suspend":true}}"#,
-    ]);
+    let out = c.kubectl(&["patch", "jobset", "demo", "--type=merge", "-p", r#"{"spec":{"suspend":true}}"#]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo patched"]);
-    assert_eq!(
-        c.ok(&["get", "jobset", "demo", "-o", "jsonpath={.spec.suspend}"])
-            .trim(),
-        "true"
-    );
+    assert_eq!(c.ok(&["get", "jobset", "demo", "-o", "jsonpath={.spec.suspend}"]).trim(), "true");
 
     let out = c.kubectl(&[
         "patch",
@@ -609,17 +484,13 @@ fn watch_sees_a_pod_created_while_watching() {
     c.ok(&["create", "-f", &before]);
 
     // 4. `get pods -w`: wait for the initial listing, then create a pod, then expect its row.
-    let mut watch = c
-        .command(&["get", "pods", "-w"])
-        .spawn()
-        .expect("spawning kubectl get pods -w");
+    let mut watch = c.command(&["get", "pods", "-w"]).spawn().expect("spawning kubectl get pods -w");
     let lines = line_channel(watch.stdout.take().expect("watch stdout"));
     let stderr = collect(watch.stderr.take().expect("watch stderr"));
     let mut seen = Vec::new();
     let wait_for = |needle: &str, seen: &mut Vec<String>| -> bool {
         let deadline = Instant::now() + Duration::from_secs(15);
-        while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-        {
+        while let Ok(line) = lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             let hit = line.contains(needle);
             seen.push(line);
             if hit {
@@ -638,26 +509,12 @@ fn watch_sees_a_pod_created_while_watching() {
     }
     kill_group(&mut watch);
     let stderr = stderr.join().unwrap_or_default();
-    let report = format!(
-        "watch stdout:\n{}\nwatch stderr:\n{}",
-        indent(&seen.join("\n")),
-        indent(&stderr)
-    );
+    let report = format!("watch stdout:\n{}\nwatch stderr:\n{}", indent(&seen.join("\n")), indent(&stderr));
     assert!(initial, "the watch never listed pod-before\n{report}");
-    assert!(
-        during,
-        "the watch did not report pod-during, created while watching\n{report}"
-    );
-    assert!(
-        seen[0].split_whitespace().next() == Some("NAME"),
-        "no header line first\n{report}"
-    );
+    assert!(during, "the watch did not report pod-during, created while watching\n{report}");
+    assert!(seen[0].split_whitespace().next() == Some("NAME"), "no header line first\n{report}");
     // Pods stay Pending: nothing runs them.
-    assert!(
-        seen.iter()
-            .any(|l| l.contains("pod-during") && l.contains("Pending")),
-        "{report}"
-    );
+    assert!(seen.iter().any(|l| l.contains("pod-during") && l.contains("Pending")), "{report}");
 }
 
 #[test]
@@ -674,17 +531,10 @@ fn bad_manifests_get_clean_errors() {
     assert_contains(&out, &err, &["is invalid", "metadata.name"]);
 
     // The wrong apiVersion for the kind, and a kind nobody serves: kubectl's mapping error.
-    let wrong = c.manifest(
-        "wrong-version.yaml",
-        &jobset("demo", 1).replace("jobset.x-k8s.io/v1alpha2", "batch/v1"),
-    );
+    let wrong = c.manifest("wrong-version.yaml", &jobset("demo", 1).replace("jobset.x-k8s.io/v1alpha2", "batch/v1"));
     let out = c.kubectl(&["apply", "-f", &wrong]);
     let err = out.failed().to_string();
-    assert_contains(
-        &out,
-        &err,
-        &["no matches for kind \"JobSet\" in version \"batch/v1\""],
-    );
+    assert_contains(&out, &err, &["no matches for kind \"JobSet\" in version \"batch/v1\""]);
 
     let unknown = c.manifest(
         "unknown-kind.yaml",
@@ -694,19 +544,11 @@ fn bad_manifests_get_clean_errors() {
     );
     let out = c.kubectl(&["create", "-f", &unknown]);
     let err = out.failed().to_string();
-    assert_contains(
-        &out,
-        &err,
-        &["no matches for kind \"Widget\" in version \"example.com/v1\""],
-    );
+    assert_contains(&out, &err, &["no matches for kind \"Widget\" in version \"example.com/v1\""]);
 
     let out = c.kubectl(&["get", "widgets"]);
     let err = out.failed().to_string();
-    assert_contains(
-        &out,
-        &err,
-        &["the server doesn't have a resource type \"widgets\""],
-    );
+    assert_contains(&out, &err, &["the server doesn't have a resource type \"widgets\""]);
 
     // The server is still serving, and none of the bad objects exist.
     let out = c.kubectl(&["get", "jobsets"]);
