@@ -198,7 +198,7 @@ fn initial_status(def: &ResourceDef, body: &mut Value) {
     let obj = body.as_object_mut().expect("checked object");
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "pods") => {
-            obj.insert("status".into(), json!({"phase": "Pending", "qosClass": "BestEffort"}));
+            obj.insert("status".into(), json!({"phase": "Pending"}));
         }
         ("", "namespaces") => {
             obj.insert("status".into(), json!({"phase": "Active"}));
