@@ -140,6 +140,11 @@ pub fn load_or_create(dir: &Path) -> Result<Credentials, TlsError> {
     }
     if present.is_empty() {
         generate(&layout)?;
+    } else if missing == [layout.token.as_path()] {
+        // A first start that died between placing pki/ and the token. The token only
+        // authenticates to this server and every start rewrites the kubeconfig, so a new
+        // one breaks nothing; a new CA would.
+        publish_new_file(&layout.token, format!("{}\n", new_token()).as_bytes(), 0o600)?;
     } else if let Some(first_missing) = missing.first() {
         return Err(TlsError::at(
             first_missing,
@@ -649,11 +654,11 @@ mod tests {
 
     #[test]
     fn partial_data_dir_names_the_missing_file() {
-        for name in [CA_CERT_FILE, CA_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE, TOKEN_FILE] {
+        for name in [CA_CERT_FILE, CA_KEY_FILE, SERVER_CERT_FILE, SERVER_KEY_FILE] {
             let tmp = tempfile::tempdir().unwrap();
             let dir = tmp.path();
             let original = load_or_create(dir).unwrap();
-            let path = if name == TOKEN_FILE { dir.join(TOKEN_FILE) } else { pki(dir, name) };
+            let path = pki(dir, name);
             fs::remove_file(&path).unwrap();
             let err = load_or_create(dir).unwrap_err().to_string();
             assert!(err.starts_with(&path.display().to_string()), "{err}");
@@ -664,6 +669,19 @@ mod tests {
                 assert_eq!(read_text(&pki(dir, CA_CERT_FILE)).unwrap(), original.ca_cert_pem);
             }
         }
+    }
+
+    #[test]
+    fn a_missing_token_beside_a_complete_pki_is_regenerated_and_the_ca_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let original = load_or_create(dir).unwrap();
+        fs::remove_file(dir.join(TOKEN_FILE)).unwrap();
+        let again = load_or_create(dir).unwrap();
+        assert_eq!(again.ca_cert_pem, original.ca_cert_pem);
+        assert_ne!(again.token, original.token);
+        use std::os::unix::fs::PermissionsExt as _;
+        assert_eq!(fs::metadata(dir.join(TOKEN_FILE)).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

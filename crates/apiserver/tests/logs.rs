@@ -53,20 +53,28 @@ async fn pod_logs_support_container_tail_timestamps_previous_and_follow() {
     assert_eq!(text, "three");
     // Two containers and none named: a 400 naming the choices.
     let err = logs(LogParams::default()).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("choose one of: [main side]")), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("choose one of: [main side]")),
+        "{err:?}"
+    );
     let err = logs(LogParams { container: Some("side".into()), ..Default::default() }).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("waiting to start")), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 400 && s.message.contains("waiting to start")),
+        "{err:?}"
+    );
     let err = pods.logs("nope", &main()).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404), "{err:?}");
 
     // Follow: new lines arrive while the container runs; the stream ends once it stopped.
-    let mut lines = pods.log_stream("p", &LogParams { follow: true, tail_lines: Some(0), ..main() }).await.unwrap().lines();
+    let mut lines =
+        pods.log_stream("p", &LogParams { follow: true, tail_lines: Some(0), ..main() }).await.unwrap().lines();
     append(&log_path(dir.path(), "default", "p", &uid, "main", 1), "four");
     let next = tokio::time::timeout(std::time::Duration::from_secs(10), lines.next()).await.unwrap();
     assert_eq!(next.unwrap().unwrap(), "four");
     let mut stopped = running(1);
     stopped["status"]["containerStatuses"][0]["state"] = json!({"terminated": {"exitCode": 0}});
     pods.patch_status("p", &PatchParams::default(), &Patch::Merge(stopped)).await.unwrap();
-    let end = tokio::time::timeout(std::time::Duration::from_secs(10), async { while lines.next().await.is_some() {} }).await;
+    let end =
+        tokio::time::timeout(std::time::Duration::from_secs(10), async { while lines.next().await.is_some() {} }).await;
     assert!(end.is_ok(), "followed log did not end after the container stopped");
 }

@@ -411,7 +411,7 @@ async fn foreign_redb_file_is_refused() {
 
 #[tokio::test]
 async fn missing_pki_file_is_a_clear_error() {
-    for missing in ["pki/ca.key", "pki/ca.crt", "pki/server.crt", "pki/server.key", "token"] {
+    for missing in ["pki/ca.key", "pki/ca.crt", "pki/server.crt", "pki/server.key"] {
         let dir = tempfile::tempdir().unwrap();
         // A real data dir with something in it.
         let server = start(dir.path(), 0).await;
@@ -429,6 +429,24 @@ async fn missing_pki_file_is_a_clear_error() {
         // The store itself is intact: nothing was generated over the remaining files.
         assert!(dir.path().join("store.redb").exists());
     }
+}
+
+/// The token only authenticates to this server and every start rewrites the kubeconfig, so a
+/// lost token is replaced; the CA, which existing kubeconfigs trust, is kept.
+#[tokio::test]
+async fn missing_token_is_replaced_and_the_store_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), 0).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    call("create", api.create(&PostParams::default(), &cm("kept", 1))).await;
+    server.kill().await;
+    let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
+    std::fs::remove_file(dir.path().join("token")).unwrap();
+    let server = start(dir.path(), 0).await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
+    assert!(call("get", api.get_opt("kept")).await.is_some());
+    assert_eq!(std::fs::read(dir.path().join("pki/ca.crt")).unwrap(), ca);
+    server.kill().await;
 }
 
 /// Kills `jobset up` early in its first start on an empty data dir, then starts it again.
@@ -467,11 +485,9 @@ async fn sigkill_during_first_start_never_bricks_the_store() {
     }
 }
 
-/// Known bug: `tls::generate` renames `pki/` into place and only then publishes `token`; a crash
-/// in between leaves a data dir that every later start refuses ("token: missing, but
-/// pki/ca.crt exists"). Run with `--ignored` to reproduce.
+/// A kill at any moment of the first start (between placing `pki/` and the token included)
+/// leaves a data dir the next start accepts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "known bug: a crash between the pki rename and the token write bricks the data dir"]
 async fn sigkill_during_first_start_leaves_a_startable_data_dir() {
     let mut rng = rand::rng();
     for i in 0..60 {
