@@ -68,13 +68,28 @@ impl ApiServer {
     }
 
     /// The whole API as a tower Service (what the in-process client and the listeners serve).
+    /// A handler that panicked would take the in-process client's worker down with it, so a
+    /// panic becomes a 500 Status instead.
     pub fn router(self: &Arc<Self>) -> axum::Router {
-        axum::Router::new().fallback(handle).with_state(self.clone())
+        axum::Router::new()
+            .fallback(handle)
+            .with_state(self.clone())
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
     }
 
     fn ctx(&self) -> Ctx<'_> {
         Ctx { admission: &self.admission }
     }
+}
+
+fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let what = err
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "unknown panic".into());
+    tracing::error!(panic = %what, "request handler panicked");
+    ApiError::internal(format!("the server panicked handling this request: {what}")).into_response()
 }
 
 fn json_response(code: StatusCode, body: Bytes) -> Response {

@@ -7,6 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod node;
 mod up;
 
 #[derive(Parser)]
@@ -20,6 +21,11 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes-compatible API server (HTTPS on loopback, bearer token).
     Up(up::UpArgs),
+    /// Failure injection on local nodes.
+    Node {
+        #[command(subcommand)]
+        what: node::NodeCommand,
+    },
     /// Print performance figures.
     Bench {
         #[command(subcommand)]
@@ -36,6 +42,7 @@ fn main() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the Tokio runtime")?;
     match cli.command {
         Command::Up(args) => rt.block_on(up::run(args)),
+        Command::Node { what } => rt.block_on(node::run(what)),
         Command::Bench { what } => rt.block_on(bench::run(what)),
     }
 }

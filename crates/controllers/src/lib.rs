@@ -1,0 +1,6 @@
+//! Reconcilers, each a kube-runtime controller (`reconcile(Arc<K>, Arc<Ctx>) -> Result<Action>`)
+//! around pure decision functions that are unit-tested table-style.
+
+pub mod job;
+pub mod nodelifecycle;
+pub mod scheduler;

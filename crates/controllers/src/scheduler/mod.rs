@@ -1,0 +1,1 @@
+//! Binds pending pods to nodes.
