@@ -1,6 +1,290 @@
-//! The batch/v1 Job controller, with upstream's failure handling.
+//! The batch/v1 Job controller, with upstream's failure handling: a kube-runtime controller
+//! around the pure [`sync::sync`].
 
 pub mod backoff;
 pub mod indexes;
 pub mod pod_failure_policy;
 pub mod success_policy;
+pub mod sync;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use self::backoff::BackoffRecord;
+use self::sync::{EventKind, SyncConfig, SyncInput, TRACKING_FINALIZER};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kube API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+#[derive(Debug, Clone)]
+pub struct JobControllerConfig {
+    pub sync: SyncConfig,
+    /// How soon to look again when the pod cache has not caught up with our own writes.
+    pub cache_wait: Duration,
+    /// How often pods that keep the tracking finalizer after their Job is gone are released.
+    pub orphan_sweep: Duration,
+    pub concurrency: u16,
+}
+
+impl Default for JobControllerConfig {
+    fn default() -> Self {
+        JobControllerConfig {
+            sync: SyncConfig::default(),
+            cache_wait: Duration::from_millis(20),
+            orphan_sweep: Duration::from_secs(1),
+            concurrency: 8,
+        }
+    }
+}
+
+/// Writes this controller made that its caches must show before it decides again.
+#[derive(Default)]
+struct Expectations {
+    /// Pod names created and not seen yet.
+    creates: HashSet<String>,
+    /// Pod uids deleted and not yet seen deleting or gone.
+    deletes: HashSet<String>,
+    /// The resourceVersion of our last status write.
+    status_rv: u64,
+}
+
+pub struct Ctx {
+    client: Client,
+    pods: Store<Pod>,
+    recorder: Recorder,
+    config: JobControllerConfig,
+    backoff: Mutex<HashMap<String, BackoffRecord>>,
+    expectations: Mutex<HashMap<String, Expectations>>,
+    /// `setConditionReason` of each podFailurePolicy rule, per Job uid (the policy is immutable).
+    reasons: Mutex<HashMap<String, Vec<Option<String>>>>,
+}
+
+fn controller_uid(p: &Pod) -> Option<&str> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "Job")
+        .map(|o| o.uid.as_str())
+}
+
+fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    meta.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0)
+}
+
+impl Ctx {
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the caches reflect every write this controller made for the Job.
+    fn caught_up(&self, job: &Job, pods: &[Arc<Pod>]) -> bool {
+        let uid = job.uid().unwrap_or_default();
+        let mut all = Self::lock(&self.expectations);
+        let Some(e) = all.get_mut(&uid) else { return true };
+        if rv_of(&job.metadata) < e.status_rv {
+            return false;
+        }
+        let names: HashSet<&str> = pods.iter().filter_map(|p| p.metadata.name.as_deref()).collect();
+        e.creates.retain(|n| !names.contains(n.as_str()));
+        e.deletes.retain(|u| {
+            pods.iter().any(|p| p.metadata.uid.as_deref() == Some(u) && p.metadata.deletion_timestamp.is_none())
+        });
+        e.creates.is_empty() && e.deletes.is_empty()
+    }
+
+    fn expect(&self, uid: &str) -> std::sync::MutexGuard<'_, HashMap<String, Expectations>> {
+        let mut all = Self::lock(&self.expectations);
+        all.entry(uid.to_string()).or_default();
+        all
+    }
+
+    async fn condition_reasons(&self, job: &Job) -> Result<Vec<Option<String>>, Error> {
+        let has_policy = job.spec.as_ref().and_then(|s| s.pod_failure_policy.as_ref()).is_some();
+        if !has_policy {
+            return Ok(vec![]);
+        }
+        let uid = job.uid().unwrap_or_default();
+        if let Some(r) = Self::lock(&self.reasons).get(&uid) {
+            return Ok(r.clone());
+        }
+        // k8s-openapi drops fields it does not know: read the extension from the raw object.
+        let api: Api<kube::core::DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &job.namespace().unwrap_or_default(),
+            &kube::core::ApiResource::erase::<Job>(&()),
+        );
+        let raw = api.get(&job.name_any()).await?;
+        let reasons: Vec<Option<String>> = raw.data["spec"]["podFailurePolicy"]["rules"]
+            .as_array()
+            .map(|rules| rules.iter().map(|r| r["setConditionReason"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        Self::lock(&self.reasons).insert(uid, reasons.clone());
+        Ok(reasons)
+    }
+}
+
+pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let uid = job.uid().unwrap_or_default();
+    let ns = job.namespace().unwrap_or_default();
+    let pods: Vec<Arc<Pod>> =
+        ctx.pods.state().into_iter().filter(|p| controller_uid(p) == Some(uid.as_str())).collect();
+    if !ctx.caught_up(&job, &pods) {
+        return Ok(Action::requeue(ctx.config.cache_wait));
+    }
+    let reasons = ctx.condition_reasons(&job).await?;
+    let backoff = Ctx::lock(&ctx.backoff).get(&uid).cloned().unwrap_or_default();
+    let plan = sync::sync(&SyncInput {
+        job: &job,
+        set_condition_reasons: reasons,
+        pods: pods.iter().map(|p| p.as_ref()).collect(),
+        now: jiff::Timestamp::now(),
+        backoff,
+        config: &ctx.config.sync,
+    });
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Some(status) = plan.status.clone() {
+        // A full replace with our resourceVersion: a stale cache fails here, before anything else.
+        let mut updated = (*job).clone();
+        updated.status = Some(status);
+        match jobs.replace_status(&job.name_any(), &PostParams::default(), &updated).await {
+            Ok(written) => ctx.expect(&uid).get_mut(&uid).expect("just inserted").status_rv = rv_of(&written.metadata),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if plan.finished {
+        Ctx::lock(&ctx.backoff).remove(&uid);
+    } else {
+        Ctx::lock(&ctx.backoff).insert(uid.clone(), plan.backoff.clone());
+    }
+    for e in &plan.events {
+        let ev = KubeEvent {
+            type_: if e.kind == EventKind::Warning { EventType::Warning } else { EventType::Normal },
+            reason: e.reason.clone(),
+            note: Some(e.message.clone()),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        if let Err(err) = ctx.recorder.publish(&ev, &job.object_ref(&())).await {
+            tracing::warn!(job = %job.name_any(), error = %err, "publishing an event failed");
+        }
+    }
+    let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let by_name: HashMap<&str, &Arc<Pod>> =
+        pods.iter().filter_map(|p| Some((p.metadata.name.as_deref()?, p))).collect();
+    for name in
+        plan.remove_finalizers.iter().chain(plan.deletes.iter().filter(|d| d.remove_finalizer_first).map(|d| &d.name))
+    {
+        remove_finalizer(&pod_api, name).await?;
+    }
+    for d in &plan.deletes {
+        if let Some(p) = by_name.get(d.name.as_str()) {
+            ctx.expect(&uid).get_mut(&uid).expect("just inserted").deletes.insert(p.uid().unwrap_or_default());
+        }
+        match pod_api.delete(&d.name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for p in &plan.creates {
+        let name = p.name_any();
+        ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.insert(name.clone());
+        if let Err(e) = pod_api.create(&PostParams::default(), p).await {
+            ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.remove(&name);
+            // Stop at the first failure, as upstream's slow start does; the next sync retries.
+            return Err(e.into());
+        }
+    }
+    if plan.finished {
+        Ctx::lock(&ctx.reasons).remove(&uid);
+    }
+    Ok(plan.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))
+}
+
+async fn remove_finalizer(pods: &Api<Pod>, name: &str) -> Result<(), Error> {
+    let patch = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER]}});
+    match pods.patch(name, &PatchParams::default(), &Patch::Strategic(patch)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn error_policy(_job: Arc<Job>, err: &Error, _ctx: Arc<Ctx>) -> Action {
+    tracing::debug!(error = %err, "job sync failed; retrying");
+    Action::requeue(Duration::from_millis(200))
+}
+
+/// Runs the Job controller until the stream of reconciles ends.
+pub async fn run(client: Client, config: JobControllerConfig) {
+    let jobs: Api<Job> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let (reader, writer) = reflector::store();
+    let pod_events =
+        reflector(writer, watcher(pods, watcher::Config::default().labels("batch.kubernetes.io/controller-uid")))
+            .touched_objects()
+            .default_backoff();
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        pods: reader.clone(),
+        recorder: Recorder::new(client.clone(), Reporter { controller: "job-controller".into(), instance: None }),
+        config: config.clone(),
+        backoff: Mutex::default(),
+        expectations: Mutex::default(),
+        reasons: Mutex::default(),
+    });
+    let controller = Controller::new(jobs, watcher::Config::default())
+        .owns_stream(pod_events)
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+    let job_store = controller.store();
+    let sweeper = tokio::spawn(release_orphans(client.clone(), reader, job_store, config.orphan_sweep));
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "job reconcile");
+            }
+        })
+        .await;
+    sweeper.abort();
+}
+
+/// Pods that keep the tracking finalizer though no Job controls them any more lose it
+/// (upstream's orphan handling), so they can be deleted.
+async fn release_orphans(client: Client, pods: Store<Pod>, jobs: Store<Job>, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if pods.wait_until_ready().await.is_err() || jobs.wait_until_ready().await.is_err() {
+            return;
+        }
+        let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
+        for p in pods.state() {
+            let has = p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER));
+            if !has || controller_uid(&p).is_some_and(|u| live.contains(u)) {
+                continue;
+            }
+            let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
+            if let Err(e) = remove_finalizer(&api, &p.name_any()).await {
+                tracing::debug!(pod = %p.name_any(), error = %e, "releasing an orphaned pod");
+            }
+        }
+    }
+}
