@@ -2,3 +2,5 @@
 //! Pure: no I/O.
 
 pub mod crds;
+pub mod field;
+pub mod job;

@@ -30,6 +30,13 @@ impl Admission {
         self.hooks.entry((group.to_string(), kind.to_string())).or_default().push(hook);
     }
 
+    /// Adds every hook of `other` after this one's.
+    pub fn extend(&mut self, other: Admission) {
+        for (k, hooks) in other.hooks {
+            self.hooks.entry(k).or_default().extend(hooks);
+        }
+    }
+
     fn for_def(&self, def: &ResourceDef) -> &[Arc<dyn AdmissionHook>] {
         self.hooks.get(&(def.group.clone(), def.kind.clone())).map(Vec::as_slice).unwrap_or_default()
     }

@@ -120,7 +120,12 @@ impl ApiError {
     }
     /// 422 with one cause per field, worded like kube-apiserver's `errors.NewInvalid`.
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiError {
-        let rendered: Vec<String> = causes.iter().map(Cause::render).collect();
+        let mut rendered: Vec<String> = Vec::new();
+        for r in causes.iter().map(Cause::render) {
+            if !rendered.contains(&r) {
+                rendered.push(r);
+            }
+        }
         let summary = if rendered.len() == 1 { rendered[0].clone() } else { format!("[{}]", rendered.join(", ")) };
         let qualified_kind =
             if def.group.is_empty() { def.kind.clone() } else { format!("{}.{}", def.kind, def.group) };

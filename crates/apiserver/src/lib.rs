@@ -5,6 +5,7 @@
 //! not know survive a round trip.
 
 pub mod admission;
+mod builtin;
 pub mod discovery;
 pub mod error;
 pub mod http;
@@ -47,6 +48,7 @@ impl ApiServer {
     ) -> Result<Arc<ApiServer>, String> {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
+        let admission = builtin::with_builtins(admission);
         let server = Arc::new(ApiServer { store, admission, config });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)

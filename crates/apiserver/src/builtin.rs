@@ -1,0 +1,32 @@
+//! Admission for built-in kinds, registered on every server: Job defaulting and validation
+//! (the logic lives in `jobset_api::job`).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::admission::{Admission, AdmissionHook};
+use crate::error::Cause;
+
+fn causes(errors: Vec<jobset_api::field::FieldError>) -> Vec<Cause> {
+    errors.into_iter().map(|e| Cause { reason: e.reason(), message: e.message(), field: e.field }).collect()
+}
+
+struct JobAdmission;
+
+impl AdmissionHook for JobAdmission {
+    fn default(&self, obj: &mut Value, _old: Option<&Value>) {
+        jobset_api::job::default_job(obj);
+    }
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+        causes(jobset_api::job::validate_job(obj, old))
+    }
+}
+
+/// `extra` with the built-in hooks in front.
+pub fn with_builtins(extra: Admission) -> Admission {
+    let mut a = Admission::default();
+    a.register("batch", "Job", Arc::new(JobAdmission));
+    a.extend(extra);
+    a
+}
