@@ -1,1 +1,196 @@
-//! Binds pending pods to nodes.
+//! Binds pending pods to nodes through the `pods/binding` subresource, as kube-scheduler does.
+//!
+//! The decisions are pure functions in [`fit`]; this module only does I/O. It keeps reflectors of
+//! Nodes and Pods and, whenever either changes (or every `retry_interval`), runs a round: build a
+//! [`fit::Cluster`] from the caches plus the pods it bound that the cache has not seen bound yet
+//! (the "assumed" pods, so two pods never both take the last GPU), walk the pending pods in queue
+//! order placing each one, then send the bindings and the `PodScheduled=False` conditions (only
+//! those whose message changed) concurrently.
+
+pub mod fit;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, future, stream};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// How many bindings and status writes are in flight at once.
+const CONCURRENT_WRITES: usize = 32;
+
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Pods whose `spec.schedulerName` is this (unset means `default-scheduler`) are scheduled.
+    pub scheduler_name: String,
+    /// How often unschedulable pods are retried when nothing changes.
+    pub retry_interval: Duration,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig { scheduler_name: fit::DEFAULT_SCHEDULER_NAME.into(), retry_interval: Duration::from_secs(10) }
+    }
+}
+
+/// Schedules pods until the future is dropped.
+pub async fn run(client: Client, cfg: SchedulerConfig) {
+    let changed = Arc::new(Notify::new());
+    let (nodes, _nodes_task) = cache::<Node>(Api::all(client.clone()), changed.clone());
+    let (pods, _pods_task) = cache::<Pod>(Api::all(client.clone()), changed.clone());
+    if nodes.wait_until_ready().await.is_err() || pods.wait_until_ready().await.is_err() {
+        return;
+    }
+    let retry = cfg.retry_interval;
+    let mut s = Scheduler { client, cfg, assumed: HashMap::new(), reported: HashMap::new() };
+    loop {
+        s.round(&nodes.state(), &pods.state()).await;
+        // Changes during the round left a permit: the next round starts at once.
+        let _ = tokio::time::timeout(retry, changed.notified()).await;
+    }
+}
+
+struct Scheduler {
+    client: Client,
+    cfg: SchedulerConfig,
+    /// Pods bound by this scheduler that the cache still shows unbound: pod key → node.
+    assumed: HashMap<String, String>,
+    /// The Unschedulable message last written per pod, until the cache shows it.
+    reported: HashMap<String, String>,
+}
+
+fn key(p: &Pod) -> String {
+    match &p.metadata.uid {
+        Some(uid) => uid.clone(),
+        None => format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+    }
+}
+
+impl Scheduler {
+    async fn round(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
+        let by_key: HashMap<String, &Pod> = pods.iter().map(|p| (key(p), p.as_ref())).collect();
+        // Forget assumptions the cache has caught up with (or whose pod is gone).
+        self.assumed.retain(|k, _| by_key.get(k).is_some_and(|p| fit::node_name(p).is_none()));
+
+        let node_refs: Vec<&Node> = nodes.iter().map(AsRef::as_ref).collect();
+        let pod_refs: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
+        let mut cluster = fit::Cluster::new(&node_refs, &pod_refs);
+        for (k, node) in &self.assumed {
+            cluster.add(by_key[k], node);
+        }
+        let mut pending: Vec<&Arc<Pod>> = pods
+            .iter()
+            .filter(|p| fit::is_pending(p, &self.cfg.scheduler_name) && !self.assumed.contains_key(&key(p)))
+            .collect();
+        pending.sort_by(|a, b| fit::queue_order(a, b));
+        let pending_keys: HashSet<String> = pending.iter().map(|p| key(p)).collect();
+        self.reported.retain(|k, _| pending_keys.contains(k));
+
+        let mut binds = Vec::new();
+        let mut unschedulable = Vec::new();
+        for p in pending {
+            let k = key(p);
+            match cluster.schedule(p) {
+                Ok(node) => {
+                    cluster.add(p, &node);
+                    self.assumed.insert(k, node.clone());
+                    binds.push(bind(self.client.clone(), p.clone(), node));
+                }
+                Err(msg) => {
+                    if fit::unschedulable_reported(p, &msg) {
+                        self.reported.remove(&k);
+                    } else if self.reported.get(&k) != Some(&msg) {
+                        unschedulable.push(mark_unschedulable(self.client.clone(), p.clone(), msg));
+                    }
+                }
+            }
+        }
+
+        let bound: Vec<(String, bool)> = stream::iter(binds).buffer_unordered(CONCURRENT_WRITES).collect().await;
+        for (k, ok) in bound {
+            if !ok {
+                self.assumed.remove(&k);
+            }
+        }
+        let marked: Vec<(String, Option<String>)> =
+            stream::iter(unschedulable).buffer_unordered(CONCURRENT_WRITES).collect().await;
+        for (k, msg) in marked {
+            if let Some(msg) = msg {
+                self.reported.insert(k, msg);
+            }
+        }
+    }
+}
+
+/// Binds the pod; returns its key and whether that worked.
+async fn bind(client: Client, pod: Arc<Pod>, node: String) -> (String, bool) {
+    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let api: Api<Pod> = Api::namespaced(client, &ns);
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": name, "namespace": ns, "uid": pod.metadata.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    let r = api.create_subresource::<_, serde_json::Value>("binding", &name, &PostParams::default(), &binding).await;
+    match &r {
+        Ok(_) => tracing::debug!(pod = %name, namespace = %ns, %node, "bound"),
+        Err(e) => tracing::warn!(pod = %name, namespace = %ns, %node, error = %e, "binding failed"),
+    }
+    (key(&pod), r.is_ok())
+}
+
+/// Sets `PodScheduled=False, reason Unschedulable`; returns the key and the message once written.
+async fn mark_unschedulable(client: Client, pod: Arc<Pod>, message: String) -> (String, Option<String>) {
+    let (ns, name) = (pod.namespace().unwrap_or_default(), pod.name_any());
+    let api: Api<Pod> = Api::namespaced(client, &ns);
+    let since = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "PodScheduled" && c.status == "False"))
+        .and_then(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(Timestamp::now()));
+    let condition = json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                           "message": message, "lastTransitionTime": since});
+    let patch = Patch::Strategic(json!({"status": {"conditions": [condition]}}));
+    let written = match api.patch_status(&name, &PatchParams::default(), &patch).await {
+        Ok(_) => true,
+        Err(kube::Error::Api(s)) if s.code == 404 => false,
+        Err(e) => {
+            tracing::warn!(pod = %name, namespace = %ns, error = %e, "updating the PodScheduled condition failed");
+            false
+        }
+    };
+    (key(&pod), written.then_some(message))
+}
+
+/// Aborts the task when dropped, so the reflectors stop with [`run`].
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn cache<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, AbortOnDrop)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let task = tokio::spawn(stream.for_each(move |_| {
+        changed.notify_one();
+        future::ready(())
+    }));
+    (reader, AbortOnDrop(task))
+}
