@@ -110,5 +110,11 @@ pub fn meta_str<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().round(jiff::Unit::Second).unwrap_or(jiff::Timestamp::now()).to_string()
+    rfc3339_seconds(jiff::Timestamp::now())
+}
+
+/// A timestamp as Kubernetes serializes `metav1.Time`: whole seconds, truncated (never in the future).
+pub fn rfc3339_seconds(t: jiff::Timestamp) -> String {
+    let opts = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Trunc);
+    t.round(opts).unwrap_or(t).to_string()
 }

@@ -719,7 +719,7 @@ fn delete_key(
 
 fn timestamp_in(secs: i64) -> String {
     let t = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(secs);
-    t.round(jiff::Unit::Second).unwrap_or(t).to_string()
+    crate::object::rfc3339_seconds(t)
 }
 
 fn remove(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, work: &mut VecDeque<Work>) {

@@ -69,6 +69,9 @@ struct Table {
 
 struct State {
     rv: u64,
+    /// The resourceVersion the store opened at: a resource's history that starts later still
+    /// covers everything since then (it had no events before its table existed).
+    opened_rv: u64,
     tables: HashMap<String, Table>,
     uids: HashMap<String, Key>,
     /// owner uid → keys that named it in ownerReferences (a superset: entries are checked on use).
@@ -77,7 +80,7 @@ struct State {
 
 impl State {
     fn table(&mut self, key: &str, cfg: &StoreConfig) -> &mut Table {
-        let start = self.rv;
+        let start = self.opened_rv;
         self.tables.entry(key.to_string()).or_insert_with(|| Table {
             objects: BTreeMap::new(),
             history: VecDeque::new(),
@@ -108,8 +111,13 @@ impl Store {
     /// Opens the store, loading whatever the backend holds.
     pub fn open(backend: Box<dyn Backend>, registry: Arc<Registry>, config: StoreConfig) -> Result<Store, String> {
         let loaded = backend.load()?;
-        let mut state =
-            State { rv: loaded.rv, tables: HashMap::new(), uids: HashMap::new(), dependents: HashMap::new() };
+        let mut state = State {
+            rv: loaded.rv,
+            opened_rv: loaded.rv,
+            tables: HashMap::new(),
+            uids: HashMap::new(),
+            dependents: HashMap::new(),
+        };
         // CRDs first, so that custom resources stored after them can be indexed with their definition.
         for (skey, raw) in loaded.objects.iter().filter(|(k, _)| k.0.starts_with("apiextensions.k8s.io/")) {
             let v: Value =

@@ -57,6 +57,21 @@ fn config_buffer() -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_from_a_listed_version_of_a_never_written_resource_is_not_expired() {
+    let h = harness(Transport::InProcess).await;
+    let secrets: Api<Secret> = Api::default_namespaced(h.client.clone());
+    let cms: Api<ConfigMap> = Api::default_namespaced(h.client.clone());
+    let listed = secrets.list(&Default::default()).await.unwrap().metadata.resource_version.unwrap();
+    // Another resource's writes move the global resourceVersion on.
+    cms.create(&PostParams::default(), &cm("other")).await.unwrap();
+    let mut w = secrets.watch(&WatchParams::default(), &listed).await.unwrap().boxed();
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "s"}})).unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let ev = next_matching(&mut w, "an event", |_| true).await;
+    assert!(matches!(ev, Ok(WatchEvent::Added(_))), "{ev:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_watcher_never_blocks_writers_and_is_told_to_relist() {
     let mut config = fast_config();
     config.store.watch_buffer = 8;

@@ -157,43 +157,15 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         backoff,
         config: &ctx.config.sync,
     });
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
-    if let Some(status) = plan.status.clone() {
-        // A full replace with our resourceVersion: a stale cache fails here, before anything else.
-        let mut updated = (*job).clone();
-        updated.status = Some(status);
-        match jobs.replace_status(&job.name_any(), &PostParams::default(), &updated).await {
-            Ok(written) => ctx.expect(&uid).get_mut(&uid).expect("just inserted").status_rv = rv_of(&written.metadata),
-            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if plan.finished {
-        Ctx::lock(&ctx.backoff).remove(&uid);
-    } else {
-        Ctx::lock(&ctx.backoff).insert(uid.clone(), plan.backoff.clone());
-    }
-    for e in &plan.events {
-        let ev = KubeEvent {
-            type_: if e.kind == EventKind::Warning { EventType::Warning } else { EventType::Normal },
-            reason: e.reason.clone(),
-            note: Some(e.message.clone()),
-            action: "Sync".into(),
-            secondary: None,
-        };
-        if let Err(err) = ctx.recorder.publish(&ev, &job.object_ref(&())).await {
-            tracing::warn!(job = %job.name_any(), error = %err, "publishing an event failed");
-        }
-    }
+    // Pod creations and deletions first (upstream's manageJob), so the status counts real pods;
+    // pods that must not count as failed lose their finalizer before they are deleted.
     let pod_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let by_name: HashMap<&str, &Arc<Pod>> =
         pods.iter().filter_map(|p| Some((p.metadata.name.as_deref()?, p))).collect();
-    for name in
-        plan.remove_finalizers.iter().chain(plan.deletes.iter().filter(|d| d.remove_finalizer_first).map(|d| &d.name))
-    {
-        remove_finalizer(&pod_api, name).await?;
-    }
     for d in &plan.deletes {
+        if d.remove_finalizer_first {
+            remove_finalizer(&pod_api, &d.name).await?;
+        }
         if let Some(p) = by_name.get(d.name.as_str()) {
             ctx.expect(&uid).get_mut(&uid).expect("just inserted").deletes.insert(p.uid().unwrap_or_default());
         }
@@ -208,8 +180,41 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.insert(name.clone());
         if let Err(e) = pod_api.create(&PostParams::default(), p).await {
             ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.remove(&name);
-            // Stop at the first failure, as upstream's slow start does; the next sync retries.
+            // Stop at the first failure, as upstream's slow start does; the next sync recomputes.
             return Err(e.into());
+        }
+    }
+    // The one status write: it records finished pods before their finalizers go.
+    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Some(status) = plan.status.clone() {
+        // A full replace with our resourceVersion: a stale cache fails here, before any finalizer goes.
+        let mut updated = (*job).clone();
+        updated.status = Some(status);
+        match jobs.replace_status(&job.name_any(), &PostParams::default(), &updated).await {
+            Ok(written) => ctx.expect(&uid).get_mut(&uid).expect("just inserted").status_rv = rv_of(&written.metadata),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if plan.finished {
+        Ctx::lock(&ctx.backoff).remove(&uid);
+    } else {
+        Ctx::lock(&ctx.backoff).insert(uid.clone(), plan.backoff.clone());
+    }
+    for name in &plan.remove_finalizers {
+        remove_finalizer(&pod_api, name).await?;
+    }
+    // Events only after the status they report was written.
+    for e in &plan.events {
+        let ev = KubeEvent {
+            type_: if e.kind == EventKind::Warning { EventType::Warning } else { EventType::Normal },
+            reason: e.reason.clone(),
+            note: Some(e.message.clone()),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        if let Err(err) = ctx.recorder.publish(&ev, &job.object_ref(&())).await {
+            tracing::warn!(job = %job.name_any(), error = %err, "publishing an event failed");
         }
     }
     if plan.finished {

@@ -1,0 +1,138 @@
+//! Container runtimes: what runs a pod's containers for the node agent.
+//!
+//! The agent decides *when* a container runs (its state machine, [`crate::pod`]); a [`Runtime`]
+//! only starts a container, reports its exit, and kills it. [`simulated::SimulatedRuntime`] runs
+//! nothing (behaviour comes from annotations and node rules); a process runtime comes later.
+
+pub mod simulated;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::config::NodeConfig;
+
+/// What role a container plays in its pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ContainerKind {
+    /// An init container that runs to completion before the next one.
+    Init,
+    /// An init container with `restartPolicy: Always`: runs beside the regular containers.
+    Sidecar,
+    /// A container of `spec.containers`.
+    Regular,
+}
+
+/// Everything a runtime needs to start one run of one container.
+#[derive(Debug, Clone)]
+pub struct StartRequest {
+    pub pod: Arc<Pod>,
+    pub container: Container,
+    pub kind: ContainerKind,
+    /// How many times this container was restarted before (this run's `restartCount`).
+    pub restart_count: u32,
+    /// The node the pod runs on.
+    pub node: Arc<NodeConfig>,
+    /// How long a simulated container runs when nothing says otherwise.
+    pub default_run_duration: Duration,
+    /// The CRI log file of this run, when the agent keeps logs.
+    pub log_path: Option<PathBuf>,
+}
+
+/// A runtime's name for a running container (`containerID` in the pod status).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContainerId(pub String);
+
+impl std::fmt::Display for ContainerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How a container run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitStatus {
+    pub exit_code: i32,
+    /// `terminated.reason`; `None` lets the agent say `Completed` (code 0) or `Error`.
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub finished_at: jiff::Timestamp,
+}
+
+impl ExitStatus {
+    pub fn code(exit_code: i32) -> ExitStatus {
+        ExitStatus { exit_code, reason: None, message: None, finished_at: jiff::Timestamp::now() }
+    }
+}
+
+/// A container that started.
+pub struct Started {
+    pub id: ContainerId,
+    /// Whether the container counts as ready while it runs.
+    pub ready: bool,
+    /// Resolves when the container ends (on its own or after [`Runtime::kill`]). Dropping it
+    /// abandons the container (the runtime cleans up).
+    pub exit: BoxFuture<'static, ExitStatus>,
+}
+
+impl std::fmt::Debug for Started {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Started").field("id", &self.id).field("ready", &self.ready).finish_non_exhaustive()
+    }
+}
+
+/// A container that could not start (the agent reports it as exit code 128, reason `StartError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RuntimeError(pub String);
+
+/// Runs containers for a node agent. Shared by the agent's pod workers, possibly by many nodes.
+pub trait Runtime: Send + Sync + 'static {
+    /// Starts one run of a container.
+    fn start(&self, req: StartRequest) -> BoxFuture<'static, Result<Started, RuntimeError>>;
+
+    /// Asks a running container to stop within `grace` (SIGTERM, then SIGKILL). Returns at once;
+    /// the container's exit future resolves when it has stopped. Unknown ids are ignored.
+    fn kill(&self, id: &ContainerId, grace: Duration);
+}
+
+/// Where a container's log for one run lives (the layout the API server's `pods/log` reads).
+pub fn log_path(log_dir: &Path, ns: &str, pod: &str, uid: &str, container: &str, restart: u32) -> PathBuf {
+    log_dir.join(format!("{ns}_{pod}_{uid}")).join(container).join(format!("{restart}.log"))
+}
+
+/// Formats one CRI log line: `<RFC 3339 nano timestamp> <stream> F <text>\n`.
+pub fn cri_line(ts: jiff::Timestamp, stream: &str, text: &str) -> String {
+    format!("{} {stream} F {text}\n", ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+}
+
+/// Appends lines to a CRI log file, creating its directory. Errors are logged, never fatal.
+pub fn append_log(path: &Path, lines: &[String]) {
+    use std::io::Write;
+    let res = (|| {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        f.write_all(lines.concat().as_bytes())
+    })();
+    if let Err(e) = res {
+        tracing::warn!(path = %path.display(), error = %e, "writing a container log");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_layout_and_format() {
+        let p = log_path(Path::new("/logs"), "ns", "p", "u1", "main", 2);
+        assert_eq!(p, Path::new("/logs/ns_p_u1/main/2.log"));
+        let ts: jiff::Timestamp = "2024-01-02T03:04:05.123456789Z".parse().unwrap();
+        assert_eq!(cri_line(ts, "stdout", "hi"), "2024-01-02T03:04:05.123456789Z stdout F hi\n");
+    }
+}

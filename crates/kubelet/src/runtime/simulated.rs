@@ -1,0 +1,537 @@
+//! The simulated runtime (in the spirit of kwok's stages): containers do not execute; each run
+//! waits for a duration and exits with a code, both taken from pod annotations or node rules, so
+//! thousands of pods fit on one machine.
+//!
+//! Pod annotations (prefix [`PREFIX`] = `sim.jobset.x-k8s.io/`):
+//!
+//! | annotation | meaning |
+//! |---|---|
+//! | `duration` | how long containers run: `100ms`, `2s`, `1m30s`, `forever` (default: the agent's `default_run_duration`) |
+//! | `duration-<container>` | the same for one container (init containers and sidecars included) |
+//! | `exit-code` | exit code of the regular containers (default 0) |
+//! | `exit-code-<container>` | exit code of one container (init containers included) |
+//! | `fail-indexes` | `1,3-5`: the non-zero exit code applies only to pods whose `batch.kubernetes.io/job-completion-index` is listed; others exit 0 |
+//! | `fail-attempts` | `N`: only the first N attempts exit non-zero |
+//! | `never-ready` | `true`: running containers never become ready |
+//! | `termination-delay` | how long a killed container takes to exit (at most the grace period; default 0) |
+//!
+//! With `fail-indexes` or `fail-attempts` and no exit code, failing runs exit 1. Init containers
+//! and sidecars ignore the pod-wide `exit-code`. Sidecars run until stopped unless
+//! `duration-<name>` says otherwise. An attempt counts every earlier run of the same container of
+//! the same (namespace, owner Job uid or else pod name, completion index), in-place restarts
+//! included; the counts live in a [`SimulationState`] shared by all simulated nodes of a process.
+//!
+//! A pod with none of these annotations takes the first [`SimRule`] of its node whose
+//! `matchLabels` match its labels.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::oneshot;
+
+use super::{
+    ContainerId, ContainerKind, ExitStatus, Runtime, RuntimeError, StartRequest, Started, append_log, cri_line,
+};
+use crate::config::SimRule;
+
+/// Prefix of the simulation annotations.
+pub const PREFIX: &str = "sim.jobset.x-k8s.io/";
+/// The Job completion index annotation (and label) on Indexed Job pods.
+pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// Exit code of a container that was stopped (SIGTERM).
+pub const KILLED_EXIT_CODE: i32 = 143;
+
+/// Identifies the runs that make up "attempts" of one container.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AttemptKey {
+    pub namespace: String,
+    /// The controlling Job's uid, or the pod name for pods without one.
+    pub owner: String,
+    pub index: Option<u32>,
+    pub container: String,
+}
+
+impl AttemptKey {
+    pub fn of(pod: &Pod, container: &str) -> AttemptKey {
+        let meta = &pod.metadata;
+        let owner = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "Job")
+            .map(|o| format!("job/{}", o.uid))
+            .unwrap_or_else(|| format!("pod/{}", meta.name.as_deref().unwrap_or_default()));
+        AttemptKey {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            owner,
+            index: completion_index(pod),
+            container: container.to_string(),
+        }
+    }
+}
+
+/// Attempt counts shared by every simulated node of a process.
+#[derive(Debug, Clone, Default)]
+pub struct SimulationState {
+    attempts: Arc<Mutex<HashMap<AttemptKey, u32>>>,
+}
+
+impl SimulationState {
+    pub fn new() -> SimulationState {
+        SimulationState::default()
+    }
+
+    /// Records a run and returns how many runs of `key` came before it.
+    pub fn next_attempt(&self, key: AttemptKey) -> u32 {
+        let mut m = self.attempts.lock().expect("attempt counts lock");
+        let n = m.entry(key).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+
+    /// How many runs of `key` were recorded.
+    pub fn attempts(&self, key: &AttemptKey) -> u32 {
+        self.attempts.lock().expect("attempt counts lock").get(key).copied().unwrap_or(0)
+    }
+}
+
+/// What one run of a container does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behaviour {
+    /// `None`: runs until stopped.
+    pub duration: Option<Duration>,
+    pub exit_code: i32,
+    pub ready: bool,
+    /// How long a kill takes to end the container (capped by the grace period).
+    pub termination_delay: Duration,
+}
+
+/// The pod's completion index (annotation, else label).
+pub fn completion_index(pod: &Pod) -> Option<u32> {
+    let m = &pod.metadata;
+    [m.annotations.as_ref(), m.labels.as_ref()]
+        .into_iter()
+        .flatten()
+        .find_map(|map| map.get(COMPLETION_INDEX))
+        .and_then(|v| v.parse().ok())
+}
+
+/// Parses a duration: `forever`/`inf` (→ `None`) or Go-style `1h2m3s`, `1.5s`, `100ms`, `250us`, `0`.
+pub fn parse_duration(s: &str) -> Result<Option<Duration>, String> {
+    let s = s.trim();
+    if matches!(s, "forever" | "inf" | "infinite" | "never") {
+        return Ok(None);
+    }
+    if s == "0" {
+        return Ok(Some(Duration::ZERO));
+    }
+    let bad = || format!("invalid duration {s:?} (expected e.g. 100ms, 2s, 1m30s or forever)");
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+        if num_end == 0 {
+            return Err(bad());
+        }
+        let n: f64 = rest[..num_end].parse().map_err(|_| bad())?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let secs = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(bad()),
+        };
+        total += n * secs;
+        rest = &rest[unit_end..];
+    }
+    Ok(Some(Duration::from_secs_f64(total)))
+}
+
+/// Parses an interval list like `1,2` or `0-3,7`.
+pub fn parse_indexes(s: &str) -> Result<Vec<(u32, u32)>, String> {
+    let bad = || format!("invalid index list {s:?} (expected e.g. 1,2 or 0-3)");
+    s.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+                if a > b { Err(bad()) } else { Ok((a, b)) }
+            }
+            None => {
+                let a = p.parse().map_err(|_| bad())?;
+                Ok((a, a))
+            }
+        })
+        .collect()
+}
+
+fn rule_annotations(rule: &SimRule) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    if let Some(d) = &rule.duration {
+        m.insert("duration".into(), d.clone());
+    }
+    if let Some(c) = rule.exit_code {
+        m.insert("exit-code".into(), c.to_string());
+    }
+    if let Some(i) = &rule.fail_indexes {
+        m.insert("fail-indexes".into(), i.clone());
+    }
+    if let Some(n) = rule.fail_attempts {
+        m.insert("fail-attempts".into(), n.to_string());
+    }
+    if rule.never_ready {
+        m.insert("never-ready".into(), "true".into());
+    }
+    m
+}
+
+/// The simulation settings that apply to `pod`: its `sim.jobset.x-k8s.io/` annotations (prefix
+/// stripped), or else those of the first matching node rule.
+pub fn settings(pod: &Pod, rules: &[SimRule]) -> BTreeMap<String, String> {
+    let own: BTreeMap<String, String> = pod
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?.to_string(), v.clone())))
+        .collect();
+    if !own.is_empty() {
+        return own;
+    }
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    rules
+        .iter()
+        .find(|r| r.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        .map(rule_annotations)
+        .unwrap_or_default()
+}
+
+/// Resolves what one run of `container` does. `attempt` counts the earlier runs (see
+/// [`AttemptKey`]). Pure: the table-driven tests pin the rules down.
+pub fn resolve(
+    settings: &BTreeMap<String, String>,
+    index: Option<u32>,
+    container: &str,
+    kind: ContainerKind,
+    attempt: u32,
+    default_duration: Duration,
+) -> Result<Behaviour, String> {
+    let get = |k: &str| settings.get(k).map(String::as_str);
+    let duration = match (get(&format!("duration-{container}")), kind) {
+        (Some(d), _) => parse_duration(d)?,
+        (None, ContainerKind::Sidecar) => None,
+        (None, _) => match get("duration") {
+            Some(d) => parse_duration(d)?,
+            None => Some(default_duration),
+        },
+    };
+    let parse_code = |s: &str| s.trim().parse::<i32>().map_err(|_| format!("invalid exit code {s:?}"));
+    let explicit = match (get(&format!("exit-code-{container}")), kind) {
+        (Some(c), _) => Some(parse_code(c)?),
+        (None, ContainerKind::Regular) => get("exit-code").map(parse_code).transpose()?,
+        (None, _) => None,
+    };
+    let fail_indexes = get("fail-indexes").map(parse_indexes).transpose()?;
+    let fail_attempts = get("fail-attempts")
+        .map(|s| s.trim().parse::<u32>().map_err(|_| format!("invalid fail-attempts {s:?}")))
+        .transpose()?;
+    let gated = fail_indexes.is_some() || fail_attempts.is_some();
+    let failing_code = if gated && (explicit.is_some() || kind == ContainerKind::Regular) {
+        explicit.unwrap_or(1)
+    } else {
+        explicit.unwrap_or(0)
+    };
+    let index_fails = match &fail_indexes {
+        Some(ranges) => index.is_some_and(|i| ranges.iter().any(|(a, b)| (*a..=*b).contains(&i))),
+        None => true,
+    };
+    let attempt_fails = fail_attempts.is_none_or(|n| attempt < n);
+    let exit_code = if index_fails && attempt_fails { failing_code } else { 0 };
+    let ready = !matches!(get("never-ready"), Some("true" | "1" | "yes"));
+    let termination_delay = match get("termination-delay") {
+        Some(d) => parse_duration(d)?.unwrap_or(Duration::MAX),
+        None => Duration::ZERO,
+    };
+    Ok(Behaviour { duration, exit_code, ready, termination_delay })
+}
+
+type KillSwitches = Arc<Mutex<HashMap<ContainerId, oneshot::Sender<Duration>>>>;
+
+/// Removes a container's kill switch when its run ends or is abandoned.
+struct Forget(KillSwitches, ContainerId);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.0.lock() {
+            m.remove(&self.1);
+        }
+    }
+}
+
+/// Containers that only pretend to run. Cheap: one timer per running container.
+pub struct SimulatedRuntime {
+    state: SimulationState,
+    kills: KillSwitches,
+    next_id: AtomicU64,
+}
+
+impl SimulatedRuntime {
+    pub fn new(state: SimulationState) -> SimulatedRuntime {
+        SimulatedRuntime { state, kills: Arc::default(), next_id: AtomicU64::new(1) }
+    }
+
+    pub fn state(&self) -> &SimulationState {
+        &self.state
+    }
+
+    /// How many containers are running.
+    pub fn running(&self) -> usize {
+        self.kills.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+impl Runtime for SimulatedRuntime {
+    fn start(&self, req: StartRequest) -> BoxFuture<'static, Result<Started, RuntimeError>> {
+        let name = req.container.name.clone();
+        let settings = settings(&req.pod, &req.node.rules);
+        let attempt = self.state.next_attempt(AttemptKey::of(&req.pod, &name));
+        let behaviour =
+            match resolve(&settings, completion_index(&req.pod), &name, req.kind, attempt, req.default_run_duration) {
+                Ok(b) => b,
+                Err(e) => return futures::future::ready(Err(RuntimeError(format!("{PREFIX}: {e}")))).boxed(),
+            };
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = ContainerId(format!("sim://{n:016x}"));
+        let (tx, rx) = oneshot::channel();
+        self.kills.lock().expect("kill switches lock").insert(id.clone(), tx);
+        let forget = Forget(self.kills.clone(), id.clone());
+        if let Some(p) = &req.log_path {
+            append_log(
+                p,
+                &[cri_line(jiff::Timestamp::now(), "stdout", &format!("simulated container {name} started"))],
+            );
+        }
+        let log_path = req.log_path.clone();
+        let exit = async move {
+            let _forget = forget;
+            let termination_delay = behaviour.termination_delay;
+            let killed = async {
+                match rx.await {
+                    // A container may take a while to stop, never longer than its grace period.
+                    Ok(grace) => tokio::time::sleep(termination_delay.min(grace)).await,
+                    // A dropped switch (runtime gone) is not a kill.
+                    Err(_) => futures::future::pending::<()>().await,
+                }
+            };
+            let natural = async {
+                match behaviour.duration {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            let (code, line) = tokio::select! {
+                _ = natural => (behaviour.exit_code, format!("simulated container {name} exited with code {}", behaviour.exit_code)),
+                _ = killed => (KILLED_EXIT_CODE, format!("simulated container {name} killed, exited with code {KILLED_EXIT_CODE}")),
+            };
+            let status = ExitStatus::code(code);
+            if let Some(p) = &log_path {
+                append_log(p, &[cri_line(status.finished_at, "stdout", &line)]);
+            }
+            status
+        }
+        .boxed();
+        futures::future::ready(Ok(Started { id, ready: behaviour.ready, exit })).boxed()
+    }
+
+    fn kill(&self, id: &ContainerId, grace: Duration) {
+        let tx = self.kills.lock().ok().and_then(|mut m| m.remove(id));
+        if let Some(tx) = tx {
+            let _ = tx.send(grace);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ContainerKind::*;
+
+    fn s(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    const D: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn durations() {
+        let ms = |n| Some(Some(Duration::from_millis(n)));
+        for (input, want) in [
+            ("100ms", ms(100)),
+            ("2s", ms(2000)),
+            ("1.5s", ms(1500)),
+            ("1m30s", ms(90_000)),
+            ("1h", ms(3_600_000)),
+            ("0", ms(0)),
+            ("forever", Some(None)),
+            ("", None),
+            ("10", None),
+            ("s", None),
+            ("3days", None),
+        ] {
+            assert_eq!(parse_duration(input).ok(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn index_lists() {
+        assert_eq!(parse_indexes("1,2").unwrap(), [(1, 1), (2, 2)]);
+        assert_eq!(parse_indexes("0-3, 7").unwrap(), [(0, 3), (7, 7)]);
+        assert!(parse_indexes("3-1").is_err());
+        assert!(parse_indexes("a").is_err());
+    }
+
+    /// (settings, index, container, kind, attempt, duration, exit code, ready)
+    type Case = (BTreeMap<String, String>, Option<u32>, &'static str, ContainerKind, u32, Option<Duration>, i32, bool);
+
+    #[test]
+    fn behaviour_resolution() {
+        // (settings, index, container, kind, attempt) → (duration, exit code, ready)
+        let ms = |n| Some(Duration::from_millis(n));
+        let cases: Vec<Case> = vec![
+            (s(&[]), None, "main", Regular, 0, Some(D), 0, true),
+            (s(&[("duration", "50ms")]), None, "main", Regular, 0, ms(50), 0, true),
+            (s(&[("duration", "forever")]), None, "main", Regular, 0, None, 0, true),
+            (s(&[("exit-code", "3")]), None, "main", Regular, 0, Some(D), 3, true),
+            (s(&[("exit-code", "3"), ("exit-code-side", "4")]), None, "side", Regular, 0, Some(D), 4, true),
+            (s(&[("exit-code", "3"), ("exit-code-side", "4")]), None, "main", Regular, 0, Some(D), 3, true),
+            // Init containers and sidecars ignore the pod-wide exit code.
+            (s(&[("exit-code", "3")]), None, "init", Init, 0, Some(D), 0, true),
+            (s(&[("exit-code-init", "2")]), None, "init", Init, 0, Some(D), 2, true),
+            (s(&[("duration", "50ms")]), None, "proxy", Sidecar, 0, None, 0, true),
+            (s(&[("duration-proxy", "50ms")]), None, "proxy", Sidecar, 0, ms(50), 0, true),
+            (s(&[("duration", "1s"), ("duration-main", "5ms")]), None, "main", Regular, 0, ms(5), 0, true),
+            // fail-indexes: only listed indexes fail; default failing code 1.
+            (s(&[("fail-indexes", "1,3-4")]), Some(1), "main", Regular, 0, Some(D), 1, true),
+            (s(&[("fail-indexes", "1,3-4")]), Some(4), "main", Regular, 0, Some(D), 1, true),
+            (s(&[("fail-indexes", "1,3-4")]), Some(2), "main", Regular, 0, Some(D), 0, true),
+            (s(&[("fail-indexes", "1")]), None, "main", Regular, 0, Some(D), 0, true),
+            (s(&[("fail-indexes", "0"), ("exit-code", "7")]), Some(0), "main", Regular, 0, Some(D), 7, true),
+            (s(&[("fail-indexes", "0"), ("exit-code", "7")]), Some(1), "main", Regular, 0, Some(D), 0, true),
+            // fail-attempts: the first N attempts fail.
+            (s(&[("fail-attempts", "2"), ("exit-code", "5")]), None, "main", Regular, 0, Some(D), 5, true),
+            (s(&[("fail-attempts", "2"), ("exit-code", "5")]), None, "main", Regular, 1, Some(D), 5, true),
+            (s(&[("fail-attempts", "2"), ("exit-code", "5")]), None, "main", Regular, 2, Some(D), 0, true),
+            (s(&[("fail-attempts", "1"), ("fail-indexes", "2")]), Some(2), "main", Regular, 0, Some(D), 1, true),
+            (s(&[("fail-attempts", "1"), ("fail-indexes", "2")]), Some(2), "main", Regular, 1, Some(D), 0, true),
+            (s(&[("fail-attempts", "1"), ("fail-indexes", "2")]), Some(1), "main", Regular, 0, Some(D), 0, true),
+            // Gating does not make init containers fail unless they have their own code.
+            (s(&[("fail-attempts", "1")]), None, "init", Init, 0, Some(D), 0, true),
+            (s(&[("never-ready", "true")]), None, "main", Regular, 0, Some(D), 0, false),
+        ];
+        for (i, (settings, index, name, kind, attempt, duration, code, ready)) in cases.into_iter().enumerate() {
+            let b = resolve(&settings, index, name, kind, attempt, D).unwrap();
+            assert_eq!(
+                b,
+                Behaviour { duration, exit_code: code, ready, termination_delay: Duration::ZERO },
+                "case {i}: {settings:?} {index:?} {name}"
+            );
+        }
+        for bad in [("duration", "soon"), ("exit-code", "x"), ("fail-indexes", "a-b"), ("fail-attempts", "-1")] {
+            assert!(resolve(&s(&[bad]), None, "main", Regular, 0, D).is_err(), "{bad:?}");
+        }
+    }
+
+    fn pod(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some("p".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.annotations = Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        p
+    }
+
+    #[test]
+    fn annotations_win_over_node_rules() {
+        let rules = vec![
+            SimRule { match_labels: s(&[("app", "x")]), exit_code: Some(9), ..Default::default() },
+            SimRule { duration: Some("5s".into()), ..Default::default() },
+        ];
+        let annotated = pod(&[("sim.jobset.x-k8s.io/exit-code", "2"), ("other/x", "y")], &[("app", "x")]);
+        assert_eq!(settings(&annotated, &rules), s(&[("exit-code", "2")]));
+        assert_eq!(settings(&pod(&[], &[("app", "x")]), &rules), s(&[("exit-code", "9")]));
+        assert_eq!(settings(&pod(&[], &[("app", "y")]), &rules), s(&[("duration", "5s")]));
+        assert_eq!(settings(&pod(&[], &[]), &[]), s(&[]));
+    }
+
+    #[test]
+    fn attempts_are_keyed_by_owner_index_and_container() {
+        let state = SimulationState::new();
+        let mut a = pod(&[(COMPLETION_INDEX, "1")], &[]);
+        a.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: "j".into(),
+            uid: "u1".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        let mut b = a.clone();
+        b.metadata.name = Some("other-pod-same-index".into());
+        assert_eq!(state.next_attempt(AttemptKey::of(&a, "main")), 0);
+        assert_eq!(state.next_attempt(AttemptKey::of(&b, "main")), 1);
+        assert_eq!(state.next_attempt(AttemptKey::of(&a, "side")), 0);
+        let mut c = a.clone();
+        c.metadata.annotations = Some(s(&[(COMPLETION_INDEX, "2")]));
+        assert_eq!(state.next_attempt(AttemptKey::of(&c, "main")), 0);
+        assert_eq!(state.attempts(&AttemptKey::of(&a, "main")), 2);
+        assert_eq!(AttemptKey::of(&pod(&[], &[]), "main").owner, "pod/p");
+    }
+
+    #[tokio::test]
+    async fn runs_exit_and_kills() {
+        use crate::config::NodeConfig;
+        let rt = SimulatedRuntime::new(SimulationState::new());
+        let dir = tempfile::tempdir().unwrap();
+        let req = |ann: &[(&str, &str)], log: Option<std::path::PathBuf>| StartRequest {
+            pod: Arc::new(pod(ann, &[])),
+            container: k8s_openapi::api::core::v1::Container { name: "main".into(), ..Default::default() },
+            kind: Regular,
+            restart_count: 0,
+            node: Arc::new(NodeConfig::new("n")),
+            default_run_duration: Duration::from_millis(1),
+            log_path: log,
+        };
+        let log = dir.path().join("main/0.log");
+        let started = rt.start(req(&[("sim.jobset.x-k8s.io/exit-code", "4")], Some(log.clone()))).await.unwrap();
+        assert_eq!(started.exit.await.exit_code, 4);
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("stdout F simulated container main started\n"), "{text}");
+        assert!(text.contains("exited with code 4\n"), "{text}");
+
+        let forever = rt.start(req(&[("sim.jobset.x-k8s.io/duration", "forever")], None)).await.unwrap();
+        assert_eq!(rt.running(), 1);
+        rt.kill(&forever.id, Duration::from_secs(30));
+        assert_eq!(forever.exit.await.exit_code, KILLED_EXIT_CODE);
+        assert_eq!(rt.running(), 0);
+
+        let dropped = rt.start(req(&[("sim.jobset.x-k8s.io/duration", "forever")], None)).await.unwrap();
+        drop(dropped);
+        assert_eq!(rt.running(), 0);
+
+        let err = rt.start(req(&[("sim.jobset.x-k8s.io/duration", "soon")], None)).await.unwrap_err();
+        assert!(err.0.contains("invalid duration"), "{err}");
+    }
+}

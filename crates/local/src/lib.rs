@@ -1,0 +1,106 @@
+//! Local mode: one process runs the embedded API server, the Job controller, the scheduler, the
+//! node lifecycle controller and one node agent per declared node. Every component talks to the
+//! server through its own in-process `kube::Client`, exactly as it would to kube-apiserver.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobset_apiserver::ApiServer;
+use jobset_controllers::job::JobControllerConfig;
+use jobset_controllers::nodelifecycle::NodeLifecycleConfig;
+use jobset_controllers::scheduler::SchedulerConfig;
+use jobset_kubelet::runtime::simulated::{SimulatedRuntime, SimulationState};
+use jobset_kubelet::{AgentConfig, NodeConfig, NodeHandle};
+use kube::Client;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone)]
+pub struct LocalConfig {
+    pub nodes: Vec<NodeConfig>,
+    pub agent: AgentConfig,
+    pub job: JobControllerConfig,
+    pub scheduler: SchedulerConfig,
+    pub node_lifecycle: NodeLifecycleConfig,
+}
+
+impl LocalConfig {
+    /// `n` identical nodes with production timings.
+    pub fn with_nodes(n: usize) -> LocalConfig {
+        LocalConfig {
+            nodes: NodeConfig::uniform(n, "node"),
+            agent: AgentConfig::default(),
+            job: JobControllerConfig::default(),
+            scheduler: SchedulerConfig::default(),
+            node_lifecycle: NodeLifecycleConfig::default(),
+        }
+    }
+
+    /// Timings shrunk for tests: back-offs, heartbeats and grace periods in milliseconds.
+    pub fn fast(n: usize) -> LocalConfig {
+        let mut c = LocalConfig::with_nodes(n);
+        c.agent.heartbeat_interval = Duration::from_millis(50);
+        c.agent.lease_duration = Duration::from_secs(1);
+        c.agent.status_update_interval = Duration::from_millis(200);
+        c.agent.restart_backoff_base = Duration::from_millis(10);
+        c.agent.restart_backoff_max = Duration::from_millis(100);
+        c.agent.default_run_duration = Duration::from_millis(20);
+        c.job.sync.backoff.base = Duration::from_millis(10);
+        c.job.sync.backoff.max = Duration::from_millis(100);
+        c.job.orphan_sweep = Duration::from_millis(100);
+        c.scheduler.retry_interval = Duration::from_millis(100);
+        c.node_lifecycle.grace_period = Duration::from_millis(500);
+        c.node_lifecycle.monitor_period = Duration::from_millis(100);
+        c
+    }
+}
+
+pub struct LocalCluster {
+    pub server: Arc<ApiServer>,
+    pub nodes: Vec<NodeHandle>,
+    pub simulation: SimulationState,
+    config: LocalConfig,
+    job_controller: JoinHandle<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl LocalCluster {
+    /// Starts every component against `server` (which keeps running its own garbage collector).
+    pub async fn start(server: Arc<ApiServer>, config: LocalConfig) -> LocalCluster {
+        let mut tasks = vec![server.spawn_gc()];
+        let job_controller = tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone()));
+        tasks.push(tokio::spawn(jobset_controllers::scheduler::run(server.client(), config.scheduler.clone())));
+        tasks
+            .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
+        let simulation = SimulationState::new();
+        let runtime = Arc::new(SimulatedRuntime::new(simulation.clone()));
+        let mut nodes = Vec::with_capacity(config.nodes.len());
+        for n in &config.nodes {
+            nodes.push(
+                jobset_kubelet::run_node(server.client(), n.clone(), config.agent.clone(), runtime.clone()).await,
+            );
+        }
+        tasks.push(jobset_kubelet::follow_failure_annotations(server.client(), nodes.clone()));
+        LocalCluster { server, nodes, simulation, config, job_controller, tasks }
+    }
+
+    pub fn client(&self) -> Client {
+        self.server.client()
+    }
+
+    /// Kills the Job controller (losing all its in-memory state) and starts a fresh one, as a
+    /// crash and restart of kube-controller-manager would.
+    pub fn restart_job_controller(&mut self) {
+        self.job_controller.abort();
+        self.job_controller = tokio::spawn(jobset_controllers::job::run(self.server.client(), self.config.job.clone()));
+    }
+
+    pub async fn shutdown(self) {
+        self.job_controller.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
+        for n in &self.nodes {
+            n.shutdown().await;
+        }
+    }
+}
