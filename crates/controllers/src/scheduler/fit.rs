@@ -839,19 +839,22 @@ impl<'a> Cluster<'a> {
         Some(self.check(&plan, i))
     }
 
-    /// The node for `pod` (the feasible node with the highest score, the first by name on ties),
+    /// The node for `pod` (the feasible node with the highest score, then the fewest pods, then the
+    /// first by name),
     /// or the `FitError` message. Does not place the pod: call [`Cluster::add`] once it is bound.
     pub fn schedule(&mut self, pod: &Pod) -> Result<String, String> {
         if self.nodes.is_empty() {
             return Err(NO_NODES_MESSAGE.into());
         }
         let plan = self.plan(pod);
-        let mut best: Option<(i128, usize)> = None;
+        let mut best: Option<((i128, i128), usize)> = None;
         let mut unfit = Vec::new();
         for i in 0..self.nodes.len() {
             match self.check(&plan, i) {
                 Ok(()) => {
-                    let s = self.score(&plan, i);
+                    // Equal scores go to the node with fewer pods (upstream picks at random among
+                    // the best; this spreads the same way, deterministically).
+                    let s = (self.score(&plan, i), -self.nodes[i].pods);
                     if best.is_none_or(|(b, _)| s > b) {
                         best = Some((s, i));
                     }

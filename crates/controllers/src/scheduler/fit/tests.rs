@@ -625,3 +625,17 @@ fn unschedulable_reported_compares_the_condition() {
     assert!(!unschedulable_reported(&p, "other"));
     assert!(!unschedulable_reported(&pod("q", json!({})), "m"));
 }
+
+#[test]
+fn equal_nodes_take_pods_in_turn() {
+    let (a, b) = (node("a", json!({})), node("b", json!({})));
+    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("p{i}"), json!({}))).collect();
+    let mut cluster = Cluster::new(&[&a, &b], &[]);
+    let mut placed = vec![];
+    for p in &pods {
+        let n = cluster.schedule(p).unwrap();
+        cluster.add(p, &n);
+        placed.push(n);
+    }
+    assert_eq!(placed, ["a", "b", "a", "b"]);
+}
