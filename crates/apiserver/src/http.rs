@@ -60,6 +60,59 @@ pub struct ApiServer {
     pub store: Store,
     pub admission: Admission,
     pub config: ServerConfig,
+    /// Requests served so far, by verb (for benchmarks and metrics).
+    pub requests: RequestCounts,
+}
+
+/// Requests served, per verb.
+#[derive(Default, Debug)]
+pub struct RequestCounts {
+    pub get: std::sync::atomic::AtomicU64,
+    pub list: std::sync::atomic::AtomicU64,
+    pub watch: std::sync::atomic::AtomicU64,
+    pub create: std::sync::atomic::AtomicU64,
+    pub update: std::sync::atomic::AtomicU64,
+    pub patch: std::sync::atomic::AtomicU64,
+    pub delete: std::sync::atomic::AtomicU64,
+    pub other: std::sync::atomic::AtomicU64,
+}
+
+impl RequestCounts {
+    fn count(&self, method: &Method, q: Option<&str>, is_collection_get: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = match *method {
+            Method::GET
+                if is_collection_get && q.is_some_and(|q| q.contains("watch=true") || q.contains("watch=1")) =>
+            {
+                &self.watch
+            }
+            Method::GET if is_collection_get => &self.list,
+            Method::GET => &self.get,
+            Method::POST => &self.create,
+            Method::PUT => &self.update,
+            Method::PATCH => &self.patch,
+            Method::DELETE => &self.delete,
+            _ => &self.other,
+        };
+        c.fetch_add(1, Relaxed);
+    }
+
+    /// (verb, count) pairs, and the total.
+    pub fn snapshot(&self) -> (Vec<(&'static str, u64)>, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let v = vec![
+            ("get", self.get.load(Relaxed)),
+            ("list", self.list.load(Relaxed)),
+            ("watch", self.watch.load(Relaxed)),
+            ("create", self.create.load(Relaxed)),
+            ("update", self.update.load(Relaxed)),
+            ("patch", self.patch.load(Relaxed)),
+            ("delete", self.delete.load(Relaxed)),
+            ("other", self.other.load(Relaxed)),
+        ];
+        let total = v.iter().map(|(_, n)| n).sum();
+        (v, total)
+    }
 }
 
 impl ApiServer {
@@ -342,6 +395,7 @@ fn decode_continue(token: &str) -> Result<(String, String)> {
 }
 
 async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<Response> {
+    server.requests.count(req.method(), req.uri().query(), rp.name.is_none());
     let q = parse_query(req.uri().query());
     let acc = accept(&req);
     let method = req.method().clone();

@@ -49,7 +49,7 @@ impl ApiServer {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
         let admission = builtin::with_builtins(admission);
-        let server = Arc::new(ApiServer { store, admission, config });
+        let server = Arc::new(ApiServer { store, admission, config, requests: Default::default() });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)
     }

@@ -4,6 +4,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jobset_local::{LocalCluster, LocalConfig};
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::{WatchStreamExt, watcher};
+use nix::sys::resource::{UsageWho, getrusage};
+
 use anyhow::Context;
 use clap::Subcommand;
 use futures::StreamExt;
@@ -31,12 +36,28 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
     },
+    /// Job controller, scheduler and simulated nodes: one Indexed Job from create to Complete,
+    /// then the same with every pod failing once.
+    Job {
+        #[arg(long, default_value_t = 5_000)]
+        pods: i32,
+        #[arg(long, default_value_t = 500)]
+        nodes: usize,
+        /// How long each simulated container runs.
+        #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
+        run_duration: Duration,
+    },
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
         BenchCommand::Apiserver { pods, watchers, durable_pods, concurrency } => {
             apiserver(pods, watchers, durable_pods, concurrency).await
+        }
+        BenchCommand::Job { pods, nodes, run_duration } => {
+            println!("jobset bench job ({} cores)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+            job(pods, nodes, run_duration, false).await?;
+            job(pods, nodes, run_duration, true).await
         }
     }
 }
@@ -202,5 +223,97 @@ async fn apiserver(pods: usize, watchers: usize, durable_pods: usize, concurrenc
         elapsed.as_secs_f64(),
         durable_pods as f64 / elapsed.as_secs_f64()
     );
+    Ok(())
+}
+
+fn cpu(who: UsageWho) -> Duration {
+    getrusage(who)
+        .map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
+            t(u.user_time()) + t(u.system_time())
+        })
+        .unwrap_or_default()
+}
+
+/// One Indexed Job of `pods` pods on `nodes` simulated nodes, from create to Complete (or Failed).
+/// The Job controller runs on a thread of its own so that its CPU time can be read; that time
+/// includes the in-process API handling of the controller's own requests.
+async fn job(pods: i32, nodes: usize, run: Duration, fail_once: bool) -> anyhow::Result<()> {
+    let server = server(Box::new(Memory))?;
+    let mut cfg = LocalConfig::with_nodes(nodes);
+    cfg.job_controller = false;
+    cfg.agent.default_run_duration = run;
+    let job_cfg = cfg.job.clone();
+    let cluster = LocalCluster::start(server.clone(), cfg).await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let controller_server = server.clone();
+    let controller = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
+        rt.block_on(async move {
+            tokio::select! {
+                _ = jobset_controllers::job::run(controller_server.client(), job_cfg) => {}
+                _ = stop_rx => {}
+            }
+        });
+        cpu(UsageWho::RUSAGE_THREAD)
+    });
+    let client = server.client();
+    let jobs: Api<Job> = Api::default_namespaced(client.clone());
+    let name = if fail_once { "bench-fail-once" } else { "bench" };
+    let mut annotations = json!({});
+    let mut spec = json!({"completions": pods, "parallelism": pods, "completionMode": "Indexed"});
+    if fail_once {
+        annotations = json!({"sim.jobset.x-k8s.io/fail-attempts": "1"});
+        spec["backoffLimitPerIndex"] = json!(1);
+    }
+    spec["template"] = json!({"metadata": {"annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "registry.example.com/ml/trainer:2026.11"}]}});
+    let job: Job = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec}))?;
+    let (_, requests_before) = server.requests.snapshot();
+    let cpu_before = cpu(UsageWho::RUSAGE_SELF);
+    let start = Instant::now();
+    jobs.create(&PostParams::default(), &job).await?;
+    let mut w = watcher(jobs.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
+        .applied_objects()
+        .boxed();
+    let done = tokio::time::timeout(Duration::from_secs(600), async {
+        while let Some(Ok(j)) = w.next().await {
+            let conds = j.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+            if let Some(c) = conds.iter().find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+            {
+                return Some((c.type_.clone(), j.status.clone().unwrap_or_default()));
+            }
+        }
+        None
+    })
+    .await
+    .context("the Job did not finish within 10 minutes")?
+    .context("the Job watch ended")?;
+    let wall = start.elapsed();
+    let process_cpu = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
+    let (by_verb, requests_after) = server.requests.snapshot();
+    let _ = stop_tx.send(());
+    let controller_cpu = controller.join().map_err(|_| anyhow::anyhow!("the controller thread panicked"))?;
+    let (kind, status) = done;
+    println!(
+        "{name}: {pods} pods on {nodes} nodes ({}), run {:?} each: {kind} in {:.2} s; succeeded {}, failed {}",
+        if fail_once { "every pod fails once, backoffLimitPerIndex 1, default 10 s back-off" } else { "no failures" },
+        run,
+        wall.as_secs_f64(),
+        status.succeeded.unwrap_or(0),
+        status.failed.unwrap_or(0),
+    );
+    let verbs: Vec<String> = by_verb.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect();
+    println!(
+        "  API requests (all components, cumulative since start): {requests_after} ({}); during the Job: {}",
+        verbs.join(", "),
+        requests_after - requests_before
+    );
+    println!(
+        "  CPU: Job controller thread {:.2} s; whole process during the Job {:.2} s",
+        controller_cpu.as_secs_f64(),
+        process_cpu.as_secs_f64()
+    );
+    cluster.shutdown().await;
     Ok(())
 }

@@ -21,6 +21,8 @@ pub struct LocalConfig {
     pub job: JobControllerConfig,
     pub scheduler: SchedulerConfig,
     pub node_lifecycle: NodeLifecycleConfig,
+    /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
+    pub job_controller: bool,
 }
 
 impl LocalConfig {
@@ -32,6 +34,7 @@ impl LocalConfig {
             job: JobControllerConfig::default(),
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
+            job_controller: true,
         }
     }
 
@@ -59,7 +62,7 @@ pub struct LocalCluster {
     pub nodes: Vec<NodeHandle>,
     pub simulation: SimulationState,
     config: LocalConfig,
-    job_controller: JoinHandle<()>,
+    job_controller: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -67,7 +70,9 @@ impl LocalCluster {
     /// Starts every component against `server` (which keeps running its own garbage collector).
     pub async fn start(server: Arc<ApiServer>, config: LocalConfig) -> LocalCluster {
         let mut tasks = vec![server.spawn_gc()];
-        let job_controller = tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone()));
+        let job_controller = config
+            .job_controller
+            .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone())));
         tasks.push(tokio::spawn(jobset_controllers::scheduler::run(server.client(), config.scheduler.clone())));
         tasks
             .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
@@ -90,12 +95,17 @@ impl LocalCluster {
     /// Kills the Job controller (losing all its in-memory state) and starts a fresh one, as a
     /// crash and restart of kube-controller-manager would.
     pub fn restart_job_controller(&mut self) {
-        self.job_controller.abort();
-        self.job_controller = tokio::spawn(jobset_controllers::job::run(self.server.client(), self.config.job.clone()));
+        if let Some(j) = &self.job_controller {
+            j.abort();
+        }
+        self.job_controller =
+            Some(tokio::spawn(jobset_controllers::job::run(self.server.client(), self.config.job.clone())));
     }
 
     pub async fn shutdown(self) {
-        self.job_controller.abort();
+        if let Some(j) = &self.job_controller {
+            j.abort();
+        }
         for t in &self.tasks {
             t.abort();
         }
