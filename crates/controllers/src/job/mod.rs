@@ -175,14 +175,31 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Err(e) => return Err(e.into()),
         }
     }
-    for p in &plan.creates {
-        let name = p.name_any();
-        ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.insert(name.clone());
-        if let Err(e) = pod_api.create(&PostParams::default(), p).await {
-            ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.remove(&name);
-            // Stop at the first failure, as upstream's slow start does; the next sync recomputes.
+    // Slow start, as upstream: batches of 1, 2, 4, ... created concurrently; a failed batch stops
+    // the rest (the next sync recomputes what is missing).
+    let mut batch = 1usize;
+    let mut rest: &[Pod] = &plan.creates;
+    while !rest.is_empty() {
+        let (now, later) = rest.split_at(batch.min(rest.len()));
+        {
+            let mut all = ctx.expect(&uid);
+            let e = all.get_mut(&uid).expect("just inserted");
+            e.creates.extend(now.iter().map(|p| p.name_any()));
+        }
+        let pp = PostParams::default();
+        let results = futures::future::join_all(now.iter().map(|p| pod_api.create(&pp, p))).await;
+        let mut failed = None;
+        for (p, r) in now.iter().zip(results) {
+            if let Err(e) = r {
+                ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.remove(&p.name_any());
+                failed = Some(e);
+            }
+        }
+        if let Some(e) = failed {
             return Err(e.into());
         }
+        rest = later;
+        batch *= 2;
     }
     // The one status write: it records finished pods before their finalizers go.
     let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
@@ -201,9 +218,14 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     } else {
         Ctx::lock(&ctx.backoff).insert(uid.clone(), plan.backoff.clone());
     }
-    for name in &plan.remove_finalizers {
-        remove_finalizer(&pod_api, name).await?;
-    }
+    let removals = futures::stream::iter(plan.remove_finalizers.iter().cloned().map(|name| {
+        let api = pod_api.clone();
+        async move { remove_finalizer(&api, &name).await }
+    }))
+    .buffer_unordered(64)
+    .collect::<Vec<_>>()
+    .await;
+    removals.into_iter().collect::<Result<Vec<()>, Error>>()?;
     // Events only after the status they report was written.
     for e in &plan.events {
         let ev = KubeEvent {
