@@ -38,7 +38,7 @@ pub struct UpArgs {
     /// How long a simulated container runs when its pod says nothing.
     #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
     pub default_run_duration: Duration,
-    /// How often node agents renew their Lease.
+    /// How often node agents renew their Lease and post their status.
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub heartbeat_interval: Duration,
     /// How long a node's Lease may go unrenewed before the node counts as lost.
@@ -92,8 +92,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             local.nodes = nodes;
             local.agent.default_run_duration = args.default_run_duration;
             local.agent.heartbeat_interval = args.heartbeat_interval;
+            local.agent.status_update_interval = args.heartbeat_interval;
             local.agent.log_dir = Some(state_dir.join("logs"));
             local.node_lifecycle.grace_period = args.node_grace_period;
+            // Check nodes several times per grace period (upstream: every 5 s for 40 s).
+            local.node_lifecycle.monitor_period =
+                (args.node_grace_period / 8).clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
             local.job.sync.backoff.base = args.job_backoff;
             Some(LocalCluster::start(server.clone(), local).await)
         }

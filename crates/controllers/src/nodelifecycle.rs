@@ -91,7 +91,14 @@ pub fn decide(
 ) -> NodeActions {
     let mut a = NodeActions::default();
     let renewed = lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| t.0);
-    let created = node.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(now);
+    // creationTimestamp holds whole seconds (truncated): the node may be up to a second younger,
+    // so a node whose first Lease is not seen yet is not lost under a sub-second grace period.
+    let created = node
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.checked_add(jiff::SignedDuration::from_secs(1)).unwrap_or(t.0))
+        .unwrap_or(now);
     let last = renewed.unwrap_or(created);
     let grace = jiff::SignedDuration::try_from(cfg.grace_period).unwrap_or(jiff::SignedDuration::MAX);
     let lost = now.duration_since(last) > grace;
@@ -283,6 +290,14 @@ mod tests {
         );
         assert!(a.mark_unknown && a.add_unreachable_taint && !a.remove_unreachable_taint);
         assert_eq!(a.evict, vec![Eviction { pod: "run".into(), namespace: "default".into(), force: true }]);
+    }
+
+    #[test]
+    fn a_new_node_without_a_lease_gets_its_grace_period_despite_second_timestamps() {
+        let cfg = NodeLifecycleConfig { grace_period: Duration::from_millis(600), ..cfg() };
+        let n = node(json!([]), "True"); // created at 00:00:00, i.e. up to 00:00:00.999
+        assert_eq!(decide(&n, None, &[], at("2026-01-01T00:00:00.9Z"), &cfg), NodeActions::default());
+        assert!(decide(&n, None, &[], at("2026-01-01T00:00:01.7Z"), &cfg).mark_unknown);
     }
 
     #[test]
