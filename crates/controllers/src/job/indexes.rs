@@ -240,37 +240,7 @@ fn parse_go_int(s: &str) -> Option<i64> {
 }
 
 /// Go `%q` quoting (`strconv.Quote`) for error messages.
-pub(crate) fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_control() => {
-                let v = c as u32;
-                if v <= 0xffff {
-                    out.push_str(&format!("\\u{v:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{v:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub(crate) use jobset_api::field::quote as go_quote;
 
 /// Upstream validation `parseIndexInterval`.
 fn parse_index_interval(fragment: &str, completions: i64) -> Result<(i64, i64), String> {
