@@ -1,9 +1,10 @@
 //! Crash recovery of `jobset up --data-dir`: SIGKILL while writes are in flight loses no
 //! acknowledged write and never reuses a resourceVersion; a damaged data dir is refused loudly.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,115 +13,14 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
 use rand::Rng;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-const LISTENING: &str = "jobset API server listening on https://127.0.0.1:";
-/// How long `jobset up` may take to print its listening line (or to fail).
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+use common::{STARTUP_TIMEOUT, command, start, try_start};
+
 /// Limit for one API call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Concurrent writers while the server is killed.
 const WRITERS: usize = 8;
 const ROUNDS: usize = 3;
-
-/// A running `jobset up`.
-struct Server {
-    child: Child,
-    port: u16,
-    kubeconfig: PathBuf,
-    /// What the server wrote to stderr so far.
-    stderr: Arc<Mutex<String>>,
-}
-
-fn command(dir: &Path, port: u16) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobset"));
-    cmd.args(["up", "--port", &port.to_string(), "--data-dir"])
-        .arg(dir)
-        .env("JOBSET_LOG", "warn")
-        .env_remove("JOBSET_DATA_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-/// Starts `jobset up` on `dir` and waits for its listening line.
-async fn start(dir: &Path, port: u16) -> Server {
-    try_start(dir, port).await.unwrap_or_else(|e| panic!("{e}"))
-}
-
-/// Starts `jobset up` on `dir`: the server once it listens, or why it did not.
-async fn try_start(dir: &Path, port: u16) -> Result<Server, String> {
-    let mut child = command(dir, port).spawn().expect("spawn jobset up");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let drained = {
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = stderr.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let waited = tokio::time::timeout(STARTUP_TIMEOUT, async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            if let Some(rest) = line.strip_prefix(LISTENING) {
-                return Some(rest.trim().parse::<u16>().expect("port in the listening line"));
-            }
-        }
-        None
-    })
-    .await;
-    let bound = match waited {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            let status = tokio::time::timeout(STARTUP_TIMEOUT, child.wait()).await;
-            let _ = tokio::time::timeout(STARTUP_TIMEOUT, drained).await;
-            return Err(format!("jobset up exited before listening ({status:?}); stderr:\n{}", stderr.lock().unwrap()));
-        }
-        Err(_) => {
-            let _ = child.kill().await;
-            return Err(format!(
-                "jobset up did not listen within {STARTUP_TIMEOUT:?}; stderr:\n{}",
-                stderr.lock().unwrap()
-            ));
-        }
-    };
-    if port != 0 {
-        assert_eq!(bound, port);
-    }
-    // Keep draining stdout so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok(Server { child, port: bound, kubeconfig: dir.join("kubeconfig"), stderr })
-}
-
-impl Server {
-    async fn client(&self) -> kube::Client {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig loads");
-        let url = config.cluster_url.to_string();
-        assert!(
-            url.contains(&format!("127.0.0.1:{}", self.port)),
-            "kubeconfig points at {url}, not port {}",
-            self.port
-        );
-        kube::Client::try_from(config).expect("client")
-    }
-
-    /// SIGKILL, and reap. The server must not have panicked meanwhile.
-    async fn kill(mut self) {
-        self.child.kill().await.expect("kill -9 jobset up");
-        let stderr = self.stderr.lock().unwrap();
-        assert!(!stderr.contains("panicked"), "jobset up panicked:\n{stderr}");
-    }
-}
 
 fn cm(name: &str, i: usize) -> ConfigMap {
     let mut c = ConfigMap::default();
@@ -191,7 +91,7 @@ async fn sigkill_during_writes_loses_no_acknowledged_write() {
     let mut rng = rand::rng();
     let mut in_flight_at_kill = 0;
     for round in 0..ROUNDS {
-        let server = start(dir.path(), 0).await;
+        let server = start(dir.path(), 0, &[]).await;
         let client = server.client().await;
         verify(&client, &acked, &format!("probe-{round}")).await;
         // The probe is acknowledged too.
@@ -247,7 +147,7 @@ async fn sigkill_during_writes_loses_no_acknowledged_write() {
     assert!(acked.len() > ROUNDS, "no create was acknowledged before any kill: the test proved nothing");
     assert!(in_flight_at_kill > 0, "no write was in flight at any kill");
     // A final restart sees everything.
-    let server = start(dir.path(), 0).await;
+    let server = start(dir.path(), 0, &[]).await;
     let client = server.client().await;
     verify(&client, &acked, "probe-final").await;
     // No uid was handed out twice across restarts.
@@ -262,7 +162,7 @@ async fn sigkill_during_writes_loses_no_acknowledged_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watcher_survives_a_server_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), 0).await;
+    let server = start(dir.path(), 0, &[]).await;
     let port = server.port;
     let client = server.client().await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -320,7 +220,7 @@ async fn watcher_survives_a_server_restart() {
 
     // Crash, and come back on the same port (the watcher's client knows only that URL).
     server.kill().await;
-    let server = start(dir.path(), port).await;
+    let server = start(dir.path(), port, &[]).await;
     // A write after the restart must reach the watcher.
     let client2 = server.client().await;
     let api2: Api<ConfigMap> = Api::namespaced(client2, "default");
@@ -336,7 +236,7 @@ async fn watcher_survives_a_server_restart() {
 
 /// Runs `jobset up` expecting it to fail; returns its stderr. Asserts it never listened.
 async fn expect_startup_failure(dir: &Path) -> String {
-    let child = command(dir, 0).kill_on_drop(true).spawn().expect("spawn");
+    let child = command(dir, 0, &[]).kill_on_drop(true).spawn().expect("spawn");
     let out = tokio::time::timeout(STARTUP_TIMEOUT, child.wait_with_output())
         .await
         .expect("jobset up should exit promptly on a bad data dir")
@@ -414,7 +314,7 @@ async fn missing_pki_file_is_a_clear_error() {
     for missing in ["pki/ca.key", "pki/ca.crt", "pki/server.crt", "pki/server.key"] {
         let dir = tempfile::tempdir().unwrap();
         // A real data dir with something in it.
-        let server = start(dir.path(), 0).await;
+        let server = start(dir.path(), 0, &[]).await;
         let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
         call("create", api.create(&PostParams::default(), &cm("kept", 1))).await;
         server.kill().await;
@@ -436,13 +336,13 @@ async fn missing_pki_file_is_a_clear_error() {
 #[tokio::test]
 async fn missing_token_is_replaced_and_the_store_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path(), 0).await;
+    let server = start(dir.path(), 0, &[]).await;
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
     call("create", api.create(&PostParams::default(), &cm("kept", 1))).await;
     server.kill().await;
     let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
     std::fs::remove_file(dir.path().join("token")).unwrap();
-    let server = start(dir.path(), 0).await;
+    let server = start(dir.path(), 0, &[]).await;
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
     assert!(call("get", api.get_opt("kept")).await.is_some());
     assert_eq!(std::fs::read(dir.path().join("pki/ca.crt")).unwrap(), ca);
@@ -452,12 +352,12 @@ async fn missing_token_is_replaced_and_the_store_kept() {
 /// Kills `jobset up` early in its first start on an empty data dir, then starts it again.
 async fn kill_during_first_start(rng: &mut impl Rng) -> (Vec<&'static str>, Result<(), String>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = command(dir.path(), 0).spawn().expect("spawn");
+    let mut child = command(dir.path(), 0, &[]).spawn().expect("spawn");
     tokio::time::sleep(Duration::from_micros(rng.random_range(0..40_000))).await;
     child.kill().await.expect("kill -9");
     let left: Vec<&str> =
         ["store.redb", "store.redb.tmp", "pki", "token"].into_iter().filter(|f| dir.path().join(f).exists()).collect();
-    let restarted = match try_start(dir.path(), 0).await {
+    let restarted = match try_start(dir.path(), 0, &[]).await {
         Ok(server) => {
             let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
             call("create after the first-start crash", api.create(&PostParams::default(), &cm("x", 1))).await;
@@ -502,7 +402,7 @@ async fn sigkill_during_first_start_leaves_a_startable_data_dir() {
 async fn leftover_temporary_store_is_replaced() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("store.redb.tmp"), b"half-written garbage from a crash").unwrap();
-    let server = start(dir.path(), 0).await;
+    let server = start(dir.path(), 0, &[]).await;
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
     call("create", api.create(&PostParams::default(), &cm("fresh", 1))).await;
     server.kill().await;

@@ -6,8 +6,10 @@
 //! Each test starts its own server (`--port 0`, a temporary data dir) with fast timings, and waits
 //! for states through watches with timeouts.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,12 +21,8 @@ use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-const LISTENING: &str = "jobset API server listening on https://127.0.0.1:";
-/// How long `jobset up` may take to print its listening line.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// Limit for one API call or one `jobset node` run.
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// Limit for one awaited state.
@@ -33,70 +31,42 @@ const NODES: usize = 3;
 const UNREACHABLE: &str = "node.kubernetes.io/unreachable";
 const IGNORE_DISRUPTIONS: &str = r#"{"rules":[{"action":"Ignore","onPodConditions":[{"type":"DisruptionTarget"}]}]}"#;
 
-/// A running `jobset up --nodes 3`.
+/// A running `jobset up --nodes 3`, with the temporary data dir it lives in.
 struct Server {
-    _child: Child,
-    _dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-    stderr: Arc<Mutex<String>>,
+    server: common::Server,
     client: kube::Client,
+    _dir: tempfile::TempDir,
 }
 
 async fn start() -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jobset"))
-        .args(["up", "--port", "0", "--data-dir"])
-        .arg(dir.path())
-        .args(["--nodes", &NODES.to_string()])
-        .args(["--heartbeat-interval", "50ms", "--node-grace-period", "600ms"])
-        .args(["--job-backoff", "10ms", "--default-run-duration", "50ms"])
-        .env("JOBSET_LOG", "warn")
-        .env_remove("JOBSET_DATA_DIR")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn jobset up");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    {
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = stderr.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-    }
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let listening = tokio::time::timeout(STARTUP_TIMEOUT, async {
-        while let Some(line) = lines.next_line().await.expect("read stdout") {
-            if line.starts_with(LISTENING) {
-                return true;
-            }
-        }
-        false
-    })
+    let nodes = NODES.to_string();
+    let server = common::start(
+        dir.path(),
+        0,
+        &[
+            "--nodes",
+            &nodes,
+            "--heartbeat-interval",
+            "50ms",
+            "--node-grace-period",
+            "600ms",
+            "--job-backoff",
+            "10ms",
+            "--default-run-duration",
+            "50ms",
+        ],
+    )
     .await;
-    assert_eq!(listening, Ok(true), "jobset up did not listen; stderr:\n{}", stderr.lock().unwrap());
-    // Keep draining stdout so the server never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let kubeconfig = dir.path().join("kubeconfig");
-    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig loads");
-    let client = kube::Client::try_from(config).expect("client");
-    Server { _child: child, _dir: dir, kubeconfig, stderr, client }
+    let client = server.client().await;
+    Server { server, client, _dir: dir }
 }
 
-impl Server {
-    /// Panics if the server logged a panic.
-    fn check(&self) {
-        let stderr = self.stderr.lock().unwrap();
-        assert!(!stderr.contains("panicked"), "jobset up panicked:\n{stderr}");
+impl std::ops::Deref for Server {
+    type Target = common::Server;
+
+    fn deref(&self) -> &common::Server {
+        &self.server
     }
 }
 

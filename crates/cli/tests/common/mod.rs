@@ -1,0 +1,122 @@
+//! Starting `jobset up` as a child process, shared by the integration tests.
+
+// Each test binary uses a subset of this module.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub const LISTENING: &str = "jobset API server listening on https://127.0.0.1:";
+/// How long `jobset up` may take to print its listening line (or to fail).
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running `jobset up`.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    /// What the server wrote to stderr so far.
+    pub stderr: Arc<Mutex<String>>,
+}
+
+/// `jobset up --port PORT --data-dir DIR EXTRA_ARGS...`, with piped stdout and stderr, killed on drop.
+pub fn command(dir: &Path, port: u16, extra_args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobset"));
+    cmd.args(["up", "--port", &port.to_string(), "--data-dir"])
+        .arg(dir)
+        .args(extra_args)
+        .env("JOBSET_LOG", "warn")
+        .env_remove("JOBSET_DATA_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Starts `jobset up` on `dir` and waits for its listening line.
+pub async fn start(dir: &Path, port: u16, extra_args: &[&str]) -> Server {
+    try_start(dir, port, extra_args).await.unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts `jobset up` on `dir`: the server once it listens, or why it did not.
+pub async fn try_start(dir: &Path, port: u16, extra_args: &[&str]) -> Result<Server, String> {
+    let mut child = command(dir, port, extra_args).spawn().expect("spawn jobset up");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let drained = {
+        let mut pipe = child.stderr.take().unwrap();
+        let stderr = stderr.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let waited = tokio::time::timeout(STARTUP_TIMEOUT, async {
+        while let Some(line) = lines.next_line().await.expect("read stdout") {
+            if let Some(rest) = line.strip_prefix(LISTENING) {
+                return Some(rest.trim().parse::<u16>().expect("port in the listening line"));
+            }
+        }
+        None
+    })
+    .await;
+    let bound = match waited {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let status = tokio::time::timeout(STARTUP_TIMEOUT, child.wait()).await;
+            let _ = tokio::time::timeout(STARTUP_TIMEOUT, drained).await;
+            return Err(format!("jobset up exited before listening ({status:?}); stderr:\n{}", stderr.lock().unwrap()));
+        }
+        Err(_) => {
+            let _ = child.kill().await;
+            return Err(format!(
+                "jobset up did not listen within {STARTUP_TIMEOUT:?}; stderr:\n{}",
+                stderr.lock().unwrap()
+            ));
+        }
+    };
+    if port != 0 {
+        assert_eq!(bound, port);
+    }
+    // Keep draining stdout so the server never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Server { child, port: bound, kubeconfig: dir.join("kubeconfig"), stderr })
+}
+
+impl Server {
+    /// A client from the server's kubeconfig, which must point at its port.
+    pub async fn client(&self) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig).expect("read kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("kubeconfig loads");
+        let url = config.cluster_url.to_string();
+        assert!(
+            url.contains(&format!("127.0.0.1:{}", self.port)),
+            "kubeconfig points at {url}, not port {}",
+            self.port
+        );
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// SIGKILL, and reap. The server must not have panicked meanwhile.
+    pub async fn kill(mut self) {
+        self.child.kill().await.expect("kill -9 jobset up");
+        self.check();
+    }
+
+    /// Panics if the server logged a panic.
+    pub fn check(&self) {
+        let stderr = self.stderr.lock().unwrap();
+        assert!(!stderr.contains("panicked"), "jobset up panicked:\n{stderr}");
+    }
+}
