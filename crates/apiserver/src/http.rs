@@ -290,21 +290,37 @@ fn resource_path(reg: &Registry, group: &str, version: &str, rest: &[&str]) -> R
     Ok(ResPath { def, ns, name, sub })
 }
 
-fn filter_from(def: &ResourceDef, ns: Option<String>, q: &Query) -> Result<Filter> {
+fn filter_from(def: &ResourceDef, storage: &Arc<ResourceDef>, ns: Option<String>, q: &Query) -> Result<Filter> {
     let labels = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or_default())
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or_default())
-        .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+    let mut selector = q.get("fieldSelector").cloned().unwrap_or_default();
+    let mut fields =
+        FieldSelector::parse(&selector).map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
     for f in fields.fields() {
         if f != "metadata.name" && f != "metadata.namespace" && def.field_pointer(f).is_none() {
             return Err(ApiError::bad_request(format!("field label not supported: {f}")));
         }
     }
-    Ok(Filter { namespace: ns, labels, fields })
+    if let Some(view) = def.view {
+        // A view's field labels, in the stored resource's names.
+        let names: Vec<String> = fields.fields().map(str::to_string).collect();
+        for f in names {
+            let stored = view.storage_field(&f);
+            if stored != f {
+                selector = selector.replace(&f, &stored);
+            }
+        }
+        fields = FieldSelector::parse(&selector)
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+    }
+    Ok(Filter { storage: storage.clone(), namespace: ns, labels, fields })
 }
 
 /// The object as served under this resource's version (stored custom resources may carry another).
 fn served_bytes(def: &ResourceDef, o: &Obj) -> Bytes {
+    if let Some(view) = def.view {
+        return Bytes::from(serde_json::to_vec(&view.to_view(o.value())).unwrap_or_default());
+    }
     if def.builtin {
         return o.raw.clone();
     }
@@ -402,17 +418,30 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
     let ResPath { def, ns, name, sub } = rp;
+    // Writes and reads go to the stored resource; responses are rendered as `def`.
+    let view = def.view;
+    let sdef = match view {
+        Some(v) => {
+            let (g, ver, p) = v.storage();
+            server.registry().get(g, ver, p).ok_or_else(ApiError::not_found_path)?
+        }
+        None => def.clone(),
+    };
+    let to_storage = |v: Value| match view {
+        Some(view) => view.from_view(v),
+        None => v,
+    };
     let nsv = ns.clone().unwrap_or_default();
     match (method.clone(), name, sub) {
         (Method::GET, None, None) => {
-            let filter = filter_from(&def, ns, &q)?;
+            let filter = filter_from(&def, &sdef, ns, &q)?;
             if flag(&q, "watch") {
-                return watch(server, def, filter, &q, &acc);
+                return watch(server, def, sdef, filter, &q, &acc);
             }
-            list(&server, &def, filter, &q, &acc)
+            list(&server, &def, &sdef, filter, &q, &acc)
         }
         (Method::GET, Some(name), None | Some(Subresource::Status)) => {
-            let o = server.store.get(&def, &nsv, &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
+            let o = server.store.get(&sdef, &nsv, &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
             Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
         }
         (Method::GET, Some(name), Some(Subresource::Log)) => crate::logs::serve(server, &def, &nsv, &name, &q).await,
@@ -421,8 +450,8 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
                 return Err(ApiError::method_not_allowed("POST"));
             }
             let body = read_body(&server, req.into_body()).await?;
-            let v = parse_json(&body, &def)?;
-            let o = write(&server, |txn| ops::create(txn, &server.ctx(), &def, &nsv, v)).await?;
+            let v = to_storage(parse_json(&body, &def)?);
+            let o = write(&server, |txn| ops::create(txn, &server.ctx(), &sdef, &nsv, v)).await?;
             Ok(object_response(StatusCode::CREATED, &def, &o, &acc, &q))
         }
         (Method::POST, Some(name), Some(Subresource::Binding)) => {
@@ -447,8 +476,8 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
         (Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() { Target::Status } else { Target::Main };
             let body = read_body(&server, req.into_body()).await?;
-            let v = parse_json(&body, &def)?;
-            let o = write(&server, |txn| ops::update(txn, &server.ctx(), &def, &nsv, &name, v, target, None)).await?;
+            let v = to_storage(parse_json(&body, &def)?);
+            let o = write(&server, |txn| ops::update(txn, &server.ctx(), &sdef, &nsv, &name, v, target, None)).await?;
             Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
         }
         (Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
@@ -465,7 +494,8 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             }
             let body = read_body(&server, req.into_body()).await?;
             let (o, created) =
-                write(&server, |txn| ops::patch(txn, &server.ctx(), &def, &nsv, &name, kind, &body, target)).await?;
+                write(&server, |txn| ops::patch(txn, &server.ctx(), &sdef, &nsv, &name, kind, &body, target, view))
+                    .await?;
             Ok(object_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &def, &o, &acc, &q))
         }
         (Method::DELETE, name, None) => {
@@ -485,19 +515,19 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             }
             match name {
                 Some(name) => {
-                    let d = write(&server, |txn| ops::delete(txn, &def, &nsv, &name, &opts)).await?;
+                    let d = write(&server, |txn| ops::delete(txn, &sdef, &nsv, &name, &opts)).await?;
                     Ok(object_response(StatusCode::OK, &def, &d.obj, &acc, &q))
                 }
                 None => {
                     if def.namespaced && ns.is_none() {
                         return Err(ApiError::method_not_allowed("DELETE"));
                     }
-                    let filter = filter_from(&def, ns, &q)?;
+                    let filter = filter_from(&def, &sdef, ns, &q)?;
                     let (objs, _, _) =
-                        server.store.list(&def, filter.namespace.as_deref(), None, |o| filter.matches(&def, o), None);
+                        server.store.list(&sdef, filter.namespace.as_deref(), None, |o| filter.matches(o), None);
                     let mut deleted = vec![];
                     for o in objs {
-                        match write(&server, |txn| ops::delete(txn, &def, &nsv, &o.name, &opts)).await {
+                        match write(&server, |txn| ops::delete(txn, &sdef, &nsv, &o.name, &opts)).await {
                             Ok(d) => deleted.push(d.obj),
                             Err(e) if e.code == 404 => {}
                             Err(e) => return Err(e),
@@ -524,7 +554,14 @@ pub async fn write<R>(server: &Arc<ApiServer>, f: impl FnOnce(&mut Txn<'_>) -> R
     }
 }
 
-fn list(server: &ApiServer, def: &Arc<ResourceDef>, filter: Filter, q: &Query, acc: &Accept) -> Result<Response> {
+fn list(
+    server: &ApiServer,
+    def: &Arc<ResourceDef>,
+    sdef: &Arc<ResourceDef>,
+    filter: Filter,
+    q: &Query,
+    acc: &Accept,
+) -> Result<Response> {
     let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
         Some(Ok(0)) | None => None,
         Some(Ok(n)) => Some(n),
@@ -539,22 +576,28 @@ fn list(server: &ApiServer, def: &Arc<ResourceDef>, filter: Filter, q: &Query, a
         (filter.fields.exact_value("metadata.name"), filter.namespace.as_deref().or((!def.namespaced).then_some("")))
     {
         let rv = server.store.current_rv();
-        let objs: Vec<Arc<Obj>> =
-            server.store.get(def, ns, name).into_iter().filter(|o| filter.matches(def, o)).collect();
+        let objs: Vec<Arc<Obj>> = server.store.get(sdef, ns, name).into_iter().filter(|o| filter.matches(o)).collect();
         return Ok(list_response(def, &objs, rv, None, acc, q));
     }
     let (objs, rv, more) = server.store.list(
-        def,
+        sdef,
         filter.namespace.as_deref(),
         after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
-        |o| filter.matches(def, o),
+        |o| filter.matches(o),
         limit,
     );
     let cont = more.then(|| objs.last().map(|o| encode_continue(&o.namespace, &o.name))).flatten();
     Ok(list_response(def, &objs, rv, cont, acc, q))
 }
 
-fn watch(server: Arc<ApiServer>, def: Arc<ResourceDef>, filter: Filter, q: &Query, acc: &Accept) -> Result<Response> {
+fn watch(
+    server: Arc<ApiServer>,
+    def: Arc<ResourceDef>,
+    sdef: Arc<ResourceDef>,
+    filter: Filter,
+    q: &Query,
+    acc: &Accept,
+) -> Result<Response> {
     let from = match q.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
         Some(rv) => {
@@ -576,7 +619,7 @@ fn watch(server: Arc<ApiServer>, def: Arc<ResourceDef>, filter: Filter, q: &Quer
         Box::new(served_bytes)
     };
     let bookmarks = flag(q, "allowWatchBookmarks").then(|| bookmark_interval(server.config.bookmark_interval));
-    let (replay, rx, start_rv, done) = match server.store.watch(&def, from) {
+    let (replay, rx, start_rv, done) = match server.store.watch(&sdef, from) {
         Ok(w) => (w.replay.into(), w.rx, from.unwrap_or(w.rv).max(w.rv), false),
         // kube's watcher relists on an ERROR event, not on an HTTP 410: answer 200 and say it in the stream.
         Err(e) => {

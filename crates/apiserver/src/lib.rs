@@ -8,6 +8,7 @@ pub mod admission;
 mod builtin;
 pub mod discovery;
 pub mod error;
+mod events;
 pub mod http;
 pub mod logs;
 pub mod names;

@@ -504,6 +504,7 @@ pub fn patch(
     kind: PatchType,
     body: &[u8],
     target: Target,
+    view: Option<crate::resources::View>,
 ) -> Result<(Arc<Obj>, bool)> {
     let patch: Value = match kind {
         PatchType::Apply { .. } => parse_apply_body(body)?,
@@ -533,11 +534,13 @@ pub fn patch(
         if let PatchType::Apply { .. } = kind {
             let mut obj = patch;
             meta_mut(&mut obj).insert("name".into(), Value::String(name.to_string()));
+            let obj = view.map_or(obj.clone(), |v| v.from_view(obj));
             return Ok((create(txn, ctx, def, ns, obj)?, true));
         }
         return Err(ApiError::not_found(def, name));
     };
-    let mut doc = cur.value();
+    // A patch sent to a view applies to the object as the view shows it.
+    let mut doc = view.map_or_else(|| cur.value(), |v| v.to_view(cur.value()));
     match kind {
         PatchType::Merge => {
             if !patch.is_object() {
@@ -562,6 +565,9 @@ pub fn patch(
                 d
             };
         }
+    }
+    if let Some(v) = view {
+        doc = v.from_view(doc);
     }
     // A resourceVersion the patch sets is a precondition; one it leaves alone is not.
     if meta_str(&doc, "resourceVersion") == Some(cur.rv.to_string().as_str()) {

@@ -42,6 +42,43 @@ pub struct ResourceDef {
     pub selectable_fields: Vec<(String, String)>,
     /// CRD `additionalPrinterColumns`, for Table output.
     pub printer_columns: Vec<Value>,
+    /// Served as a view of another resource's storage (events.k8s.io/v1 events are core/v1
+    /// events, as in kube-apiserver).
+    pub view: Option<View>,
+}
+
+/// A resource served from another one's storage, converted on the way in and out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// events.k8s.io/v1 `Event` over core/v1 `Event` storage.
+    EventsV1,
+}
+
+impl View {
+    /// (group, version, plural) of the stored resource.
+    pub fn storage(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            View::EventsV1 => ("", "v1", "events"),
+        }
+    }
+    /// A stored object as this view serves it.
+    pub fn to_view(self, v: serde_json::Value) -> serde_json::Value {
+        match self {
+            View::EventsV1 => crate::events::core_to_v1(v),
+        }
+    }
+    /// An object written through this view, in stored form.
+    pub fn from_view(self, v: serde_json::Value) -> serde_json::Value {
+        match self {
+            View::EventsV1 => crate::events::v1_to_core(v),
+        }
+    }
+    /// A field selector label of the view, as the stored resource names it.
+    pub fn storage_field(self, field: &str) -> String {
+        match self {
+            View::EventsV1 => crate::events::v1_field_to_core(field),
+        }
+    }
 }
 
 impl ResourceDef {
@@ -310,6 +347,7 @@ impl From<&Builtin> for ResourceDef {
             builtin: true,
             selectable_fields: b.fields.iter().map(|(f, p)| (f.to_string(), p.to_string())).collect(),
             printer_columns: vec![],
+            view: (b.group == "events.k8s.io").then_some(View::EventsV1),
         }
     }
 }
@@ -360,6 +398,7 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             builtin: false,
             selectable_fields: vec![],
             printer_columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+            view: None,
         });
     }
     Ok(defs)
@@ -408,9 +447,10 @@ impl Registry {
     }
 
     /// Any served version of `group/plural` (for storage-level work such as garbage collection).
+    /// Views are never returned: they are not how objects are stored.
     pub fn by_storage_key(&self, key: &str) -> Option<Arc<ResourceDef>> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-        inner.defs.iter().find(|d| d.storage_key() == key).cloned()
+        inner.defs.iter().find(|d| d.view.is_none() && d.storage_key() == key).cloned()
     }
 
     pub fn all(&self) -> Vec<Arc<ResourceDef>> {

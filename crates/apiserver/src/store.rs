@@ -127,7 +127,7 @@ impl Store {
             }
         }
         let store_defs: HashMap<String, Arc<ResourceDef>> =
-            registry.all().into_iter().map(|d| (d.storage_key(), d)).collect();
+            registry.all().into_iter().filter(|d| d.view.is_none()).map(|d| (d.storage_key(), d)).collect();
         for (key, raw) in loaded.objects {
             let v: Value =
                 serde_json::from_slice(&raw).map_err(|e| format!("stored object {key:?} is not JSON: {e}"))?;

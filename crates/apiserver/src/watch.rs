@@ -18,16 +18,18 @@ use crate::store::{Event, EventType};
 
 /// Decides which objects a watcher (or a list) sees.
 pub struct Filter {
+    /// The resource the objects are stored as (field selectors use its names).
+    pub storage: Arc<ResourceDef>,
     pub namespace: Option<String>,
     pub labels: crate::selector::LabelSelector,
     pub fields: crate::selector::FieldSelector,
 }
 
 impl Filter {
-    pub fn matches(&self, def: &ResourceDef, o: &Obj) -> bool {
+    pub fn matches(&self, o: &Obj) -> bool {
         self.namespace.as_ref().is_none_or(|ns| &o.namespace == ns)
             && self.labels.matches(&o.labels)
-            && self.fields.matches(|f| o.field(def, f))
+            && self.fields.matches(|f| o.field(&self.storage, f))
     }
 }
 
@@ -36,6 +38,7 @@ pub type Render = Box<dyn Fn(&ResourceDef, &Obj) -> Bytes + Send + Sync>;
 
 pub struct WatchStream {
     pub server: Arc<ApiServer>,
+    /// The resource as the client asked for it (what events are rendered as).
     pub def: Arc<ResourceDef>,
     pub filter: Filter,
     pub replay: VecDeque<Arc<Event>>,
@@ -65,8 +68,8 @@ pub fn error_line(e: &ApiError) -> Bytes {
 impl WatchStream {
     /// The event as this watcher sees it: label/field transitions turn into ADDED or DELETED.
     fn view(&self, ev: &Event) -> Option<Bytes> {
-        let now = self.filter.matches(&self.def, &ev.obj);
-        let before = ev.prev.as_ref().map(|p| self.filter.matches(&self.def, p));
+        let now = self.filter.matches(&ev.obj);
+        let before = ev.prev.as_ref().map(|p| self.filter.matches(p));
         let kind = match (ev.kind, now, before) {
             (EventType::Deleted, true, _) => EventType::Deleted,
             (EventType::Deleted, false, _) => return None,

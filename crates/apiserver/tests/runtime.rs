@@ -216,6 +216,19 @@ async fn controller_with_owns_finalizer_and_recorder_runs_unmodified() {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::default_namespaced(client.clone());
     let evs = events.list(&Default::default()).await.unwrap();
     assert!(evs.items.iter().any(|e| e.reason.as_deref() == Some("Reconciled")), "{:?}", evs.items);
+    // ... and is the same object kubectl describe finds as a core/v1 Event of the owner.
+    let core: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(client.clone());
+    let selector = format!(
+        "involvedObject.name=owner,involvedObject.kind=ConfigMap,involvedObject.uid={}",
+        created.metadata.uid.clone().unwrap()
+    );
+    let described = core.list(&kube::api::ListParams::default().fields(&selector)).await.unwrap();
+    let e =
+        described.items.iter().find(|e| e.reason.as_deref() == Some("Reconciled")).expect("core/v1 view of the event");
+    assert_eq!(e.message.as_deref(), Some("child applied"));
+    assert_eq!(e.reporting_component.as_deref(), Some("test-controller"));
+    let by_regarding = events.list(&kube::api::ListParams::default().fields("regarding.name=owner")).await.unwrap();
+    assert!(!by_regarding.items.is_empty(), "events.k8s.io field selectors use their own names");
 
     // Deleting the owner runs cleanup, removes the finalizer, and the object goes.
     let mut ow = cms.watch(&WatchParams::default().fields("metadata.name=owner"), "0").await.unwrap().boxed();
