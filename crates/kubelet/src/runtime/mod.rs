@@ -2,8 +2,10 @@
 //!
 //! The agent decides *when* a container runs (its state machine, [`crate::pod`]); a [`Runtime`]
 //! only starts a container, reports its exit, and kills it. [`simulated::SimulatedRuntime`] runs
-//! nothing (behaviour comes from annotations and node rules); a process runtime comes later.
+//! nothing (behaviour comes from annotations and node rules); [`process::ProcessRuntime`] runs
+//! containers as host processes.
 
+pub mod process;
 pub mod simulated;
 
 use std::path::{Path, PathBuf};
