@@ -69,8 +69,7 @@ impl ApiError {
     pub fn too_large(limit: usize) -> ApiError {
         ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
     }
-    pub fn unsupported_media(def: &ResourceDef, content_type: &str) -> ApiError {
-        let _ = def;
+    pub fn unsupported_media(content_type: &str) -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",

@@ -483,7 +483,7 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
         (Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() { Target::Status } else { Target::Main };
             let mut kind = PatchType::from_content_type(&content_type)
-                .ok_or_else(|| ApiError::unsupported_media(&def, &content_type))?;
+                .ok_or_else(|| ApiError::unsupported_media(&content_type))?;
             if let PatchType::Apply { force } = &mut kind {
                 *force = flag(&q, "force");
                 if !q.contains_key("fieldManager") {

@@ -281,10 +281,11 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
         return Err(ApiError::already_exists(def, &name));
     }
     if def.is_crd() {
-        let defs = crate::resources::defs_from_crd(&body).map_err(|m| {
+        // A CRD that defines nothing servable is rejected before it is stored.
+        crate::resources::defs_from_crd(&body).map_err(|m| {
             ApiError::invalid(def, &name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
         })?;
-        crd_established(&mut body, &defs);
+        crd_established(&mut body);
     }
     Ok(txn.put(def, body))
 }
@@ -293,7 +294,7 @@ fn ns_of<'a>(def: &ResourceDef, ns: &'a str) -> &'a str {
     if def.namespaced { ns } else { "" }
 }
 
-fn crd_established(body: &mut Value, defs: &[ResourceDef]) {
+fn crd_established(body: &mut Value) {
     let now = now_rfc3339();
     let names = body.pointer("/spec/names").cloned().unwrap_or(json!({}));
     let stored: Vec<Value> = body
@@ -304,7 +305,6 @@ fn crd_established(body: &mut Value, defs: &[ResourceDef]) {
         .filter(|v| v.get("storage").and_then(Value::as_bool).unwrap_or(false))
         .filter_map(|v| v.get("name").cloned())
         .collect();
-    let _ = defs;
     body["status"] = json!({
         "acceptedNames": names,
         "storedVersions": stored,
@@ -511,7 +511,7 @@ pub fn patch(
         _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
     };
     if kind == PatchType::Strategic && !def.builtin {
-        return Err(ApiError::unsupported_media(def, "application/strategic-merge-patch+json"));
+        return Err(ApiError::unsupported_media("application/strategic-merge-patch+json"));
     }
     if let PatchType::Apply { .. } = kind {
         for field in ["apiVersion", "kind"] {
