@@ -44,6 +44,10 @@ pub struct UpArgs {
     /// How long a node's Lease may go unrenewed before the node counts as lost.
     #[arg(long, default_value = "40s", value_parser = crate::parse_duration)]
     pub node_grace_period: Duration,
+    /// How node agents run containers: `simulated` (pod annotations say what happens) or
+    /// `process` (host processes: `command`/`args` run on this machine; no isolation yet).
+    #[arg(long, default_value = "simulated", value_parser = ["simulated", "process"])]
+    pub runtime: String,
     /// First pod-failure back-off of the Job controller (doubling, capped at 10 min).
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub job_backoff: Duration,
@@ -90,6 +94,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         Some(nodes) => {
             let mut local = LocalConfig::with_nodes(0);
             local.nodes = nodes;
+            if args.runtime == "process" {
+                local.runtime = jobset_local::RuntimeKind::Process(Default::default());
+            }
             local.agent.default_run_duration = args.default_run_duration;
             local.agent.heartbeat_interval = args.heartbeat_interval;
             local.agent.status_update_interval = args.heartbeat_interval;

@@ -9,14 +9,26 @@ use jobset_apiserver::ApiServer;
 use jobset_controllers::job::JobControllerConfig;
 use jobset_controllers::nodelifecycle::NodeLifecycleConfig;
 use jobset_controllers::scheduler::SchedulerConfig;
+use jobset_kubelet::runtime::Runtime;
+use jobset_kubelet::runtime::process::{ProcessConfig, ProcessRuntime};
 use jobset_kubelet::runtime::simulated::{SimulatedRuntime, SimulationState};
 use jobset_kubelet::{AgentConfig, NodeConfig, NodeHandle};
 use kube::Client;
 use tokio::task::JoinHandle;
 
+/// How node agents run containers.
+#[derive(Debug, Clone)]
+pub enum RuntimeKind {
+    /// Nothing executes; pod annotations say how containers behave.
+    Simulated,
+    /// Containers run as host processes.
+    Process(ProcessConfig),
+}
+
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
     pub nodes: Vec<NodeConfig>,
+    pub runtime: RuntimeKind,
     pub agent: AgentConfig,
     pub job: JobControllerConfig,
     pub scheduler: SchedulerConfig,
@@ -30,6 +42,7 @@ impl LocalConfig {
     pub fn with_nodes(n: usize) -> LocalConfig {
         LocalConfig {
             nodes: NodeConfig::uniform(n, "node"),
+            runtime: RuntimeKind::Simulated,
             agent: AgentConfig::default(),
             job: JobControllerConfig::default(),
             scheduler: SchedulerConfig::default(),
@@ -77,7 +90,10 @@ impl LocalCluster {
         tasks
             .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
         let simulation = SimulationState::new();
-        let runtime = Arc::new(SimulatedRuntime::new(simulation.clone()));
+        let runtime: Arc<dyn Runtime> = match &config.runtime {
+            RuntimeKind::Simulated => Arc::new(SimulatedRuntime::new(simulation.clone())),
+            RuntimeKind::Process(p) => Arc::new(ProcessRuntime::new(p.clone())),
+        };
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for n in &config.nodes {
             nodes.push(
