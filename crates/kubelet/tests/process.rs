@@ -96,6 +96,16 @@ fn gone(pid: u32) -> bool {
     }
 }
 
+/// A runtime and a container running `script` that has printed `ready` to its log.
+async fn running_and_ready(script: &str) -> (ProcessRuntime, tempfile::TempDir, PathBuf, Started) {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("0.log");
+    let started = start(&rt, sh(script), Some(log.clone())).await;
+    wait_for_line(&log, "ready").await;
+    (rt, dir, log, started)
+}
+
 fn runtime() -> ProcessRuntime {
     ProcessRuntime::new(ProcessConfig::default())
 }
@@ -152,12 +162,8 @@ printf 'no newline'"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_lets_a_term_handler_exit_cleanly() {
-    let rt = runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("0.log");
-    let c = sh("trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done");
-    let started = start(&rt, c, Some(log.clone())).await;
-    wait_for_line(&log, "ready").await;
+    let (rt, _dir, log, started) =
+        running_and_ready("trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done").await;
     let t0 = Instant::now();
     rt.kill(&started.id, Duration::from_secs(30));
     assert_eq!(exit(started).await.exit_code, 0);
@@ -167,11 +173,7 @@ async fn kill_lets_a_term_handler_exit_cleanly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_escalates_to_sigkill_after_the_grace() {
-    let rt = runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("0.log");
-    let started = start(&rt, sh("trap '' TERM; echo ready; sleep 30"), Some(log.clone())).await;
-    wait_for_line(&log, "ready").await;
+    let (rt, _dir, _log, started) = running_and_ready("trap '' TERM; echo ready; sleep 30").await;
     let t0 = Instant::now();
     rt.kill(&started.id, Duration::from_millis(300));
     assert_eq!(exit(started).await.exit_code, 137);
@@ -181,11 +183,7 @@ async fn kill_escalates_to_sigkill_after_the_grace() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_kill_with_a_shorter_grace_wins() {
-    let rt = runtime();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("0.log");
-    let started = start(&rt, sh("trap '' TERM; echo ready; sleep 30"), Some(log.clone())).await;
-    wait_for_line(&log, "ready").await;
+    let (rt, _dir, _log, started) = running_and_ready("trap '' TERM; echo ready; sleep 30").await;
     let t0 = Instant::now();
     rt.kill(&started.id, Duration::from_secs(60));
     rt.kill(&started.id, Duration::ZERO);
