@@ -201,6 +201,7 @@ async fn pod_replacement(policy: &str) -> (bool, i32, Job) {
     pods.delete(&first, &DeleteParams::default()).await.unwrap();
     let (mut old_failed_at, mut replacement_at, mut max_terminating) = (None, None, 0);
     let mut seq = 0;
+    let mut last_job: Option<Job> = None;
     let j = tokio::time::timeout(TIMEOUT, async {
         loop {
             tokio::select! {
@@ -217,9 +218,19 @@ async fn pod_replacement(policy: &str) -> (bool, i32, Job) {
                 Some(Ok(j)) = jw.next() => {
                     let s = j.status.clone().unwrap_or_default();
                     max_terminating = max_terminating.max(s.terminating.unwrap_or(0));
-                    if s.terminating == Some(0) && s.active == Some(1) && s.failed == Some(1) && replacement_at.is_some() && old_failed_at.is_some() {
-                        return j;
-                    }
+                    last_job = Some(j);
+                }
+            }
+            // The two watches deliver independently: decide on the latest of both.
+            if let Some(j) = &last_job {
+                let s = j.status.clone().unwrap_or_default();
+                if s.terminating == Some(0)
+                    && s.active == Some(1)
+                    && s.failed == Some(1)
+                    && replacement_at.is_some()
+                    && old_failed_at.is_some()
+                {
+                    return j.clone();
                 }
             }
         }
