@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::NodeContext;
 use crate::node::FIELD_MANAGER;
 use crate::pod::{Backoff, CRef, ConditionClock, Effect, Event, Placement, PodMachine, PodSpecSummary, step};
-use crate::runtime::{ContainerId, ExitStatus, StartRequest, log_path};
+use crate::runtime::{ContainerId, ExitStatus, PodResources, StartRequest, log_path};
 
 type Exit = BoxFuture<'static, (CRef, u32, ExitStatus)>;
 
@@ -40,6 +40,7 @@ struct Worker {
     retry_at: Option<tokio::time::Instant>,
     /// The pod had finished before this worker saw it: its status is not ours to rewrite.
     adopted_finished: bool,
+    resources: Arc<PodResources>,
 }
 
 enum Flush {
@@ -117,6 +118,8 @@ impl Worker {
             node: self.ctx.node.clone(),
             default_run_duration: self.ctx.cfg.default_run_duration,
             log_path: log,
+            pod_ip: self.placement.pod_ip.clone(),
+            resources: self.resources.clone(),
         };
         match self.ctx.runtime.start(req).await {
             Ok(started) => {
@@ -196,7 +199,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         name: meta.name.clone().unwrap_or_default(),
         uid: meta.uid.clone().unwrap_or_default(),
         host_ip: ctx.node_ip.clone(),
-        pod_ip: status.pod_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(crate::next_pod_ip),
+        pod_ip: status.pod_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(|| ctx.runtime.pod_ip()),
     };
     let backoff = Backoff { base: ctx.cfg.restart_backoff_base, max: ctx.cfg.restart_backoff_max };
     let spec = PodSpecSummary::of(&pod);
@@ -219,8 +222,13 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         delete_pending: false,
         retry_at: None,
         adopted_finished: finished,
+        resources: Arc::default(),
     };
     if !finished && !deleting(&pod) {
+        match crate::resources::fetch(&ctx.client, &pod).await {
+            Ok(r) => w.resources = Arc::new(r),
+            Err(e) => tracing::warn!(pod = %w.placement.name, error = %e, "reading the pod's ConfigMaps and Secrets"),
+        }
         w.handle(Event::Admit { at: Timestamp::now() }).await;
     }
     if deleting(&pod) {
@@ -269,4 +277,5 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         }
     }
     w.abandon();
+    ctx.runtime.remove_pod(&w.placement.uid);
 }

@@ -35,6 +35,8 @@ fn request(container: serde_json::Value, log_path: Option<PathBuf>) -> StartRequ
         node: Arc::new(NodeConfig::new("n1")),
         default_run_duration: Duration::from_secs(1),
         log_path,
+        pod_ip: "10.0.0.9".into(),
+        resources: Arc::default(),
     }
 }
 

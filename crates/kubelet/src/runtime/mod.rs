@@ -8,6 +8,7 @@
 pub mod process;
 pub mod simulated;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,26 @@ pub struct StartRequest {
     pub default_run_duration: Duration,
     /// The CRI log file of this run, when the agent keeps logs.
     pub log_path: Option<PathBuf>,
+    /// The pod's IP (from [`Runtime::pod_ip`]), known before its first container starts.
+    pub pod_ip: String,
+    /// The ConfigMaps and Secrets the pod references, read when the pod was admitted.
+    pub resources: Arc<PodResources>,
+}
+
+/// The ConfigMaps and Secrets a pod references (env, envFrom, volumes), by name; values decoded.
+/// A name missing here was not found (or is optional and absent).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodResources {
+    pub config_maps: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    pub secrets: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+}
+
+/// What a command run in a container ([`Runtime::exec`]) gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub exit_code: i32,
+    /// stdout and stderr, interleaved, possibly truncated.
+    pub output: Vec<u8>,
 }
 
 /// A runtime's name for a running container (`containerID` in the pod status).
@@ -99,6 +120,30 @@ pub trait Runtime: Send + Sync + 'static {
     /// Asks a running container to stop within `grace` (SIGTERM, then SIGKILL). Returns at once;
     /// the container's exit future resolves when it has stopped. Unknown ids are ignored.
     fn kill(&self, id: &ContainerId, grace: Duration);
+
+    /// Runs `argv` in a running container's environment and namespaces (exec probes and hooks),
+    /// killing it after `timeout` (an error then).
+    fn exec(
+        &self,
+        id: &ContainerId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>>;
+
+    /// Whether `httpGet` and `tcpSocket` probes and hooks can reach this runtime's containers at
+    /// their pod IP. When not (simulated containers listen nowhere), they count as successful.
+    fn reachable(&self) -> bool {
+        false
+    }
+
+    /// An IP for a new pod, unique among the pods of this runtime.
+    fn pod_ip(&self) -> String {
+        crate::next_pod_ip()
+    }
+
+    /// The pod is gone from the node: release what the runtime keeps for it (sandbox
+    /// directories). Its containers have been stopped before.
+    fn remove_pod(&self, _uid: &str) {}
 }
 
 /// Where a container's log for one run lives (the layout the API server's `pods/log` reads).

@@ -48,7 +48,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ContainerId, ExitStatus, Runtime, RuntimeError, StartRequest, Started, cri_line};
+use super::{ContainerId, ExecOutput, ExitStatus, Runtime, RuntimeError, StartRequest, Started, cri_line};
 
 /// How long the log of a finished container may take to drain (a descendant that escaped its
 /// group may hold the pipes open).
@@ -199,6 +199,8 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
 struct Entry {
     pgid: Pid,
     kills: mpsc::UnboundedSender<Duration>,
+    /// What the container runs with, for commands run in it.
+    plan: Arc<Plan>,
 }
 
 type Running = Arc<Mutex<HashMap<ContainerId, Entry>>>;
@@ -468,7 +470,8 @@ impl Runtime for ProcessRuntime {
             });
             let id = ContainerId(format!("process://{pid}-{n}"));
             let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-            running.lock().expect("running table lock").insert(id.clone(), Entry { pgid, kills: kill_tx });
+            let entry = Entry { pgid, kills: kill_tx, plan: Arc::new(plan) };
+            running.lock().expect("running table lock").insert(id.clone(), entry);
             let (exit_tx, exit_rx) = oneshot::channel();
             tokio::spawn(supervise(child, pgid, kill_rx, exit_tx, log, Forget(running, id.clone())));
             let exit = async move {
@@ -490,6 +493,58 @@ impl Runtime for ProcessRuntime {
         if let Some(e) = m.ok().as_ref().and_then(|m| m.get(id)) {
             let _ = e.kills.send(grace);
         }
+    }
+
+    fn exec(
+        &self,
+        id: &ContainerId,
+        argv: Vec<String>,
+        timeout: Duration,
+    ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>> {
+        let ready = |r| futures::future::ready(r).boxed();
+        let container = self.running.lock().ok().and_then(|m| m.get(id).map(|e| e.plan.clone()));
+        let Some(container) = container else {
+            return ready(Err(RuntimeError(format!("container {id} is not running"))));
+        };
+        if argv.is_empty() {
+            return ready(Err(RuntimeError("exec: no command given".into())));
+        }
+        let spawner = match self.spawner() {
+            Ok(s) => s,
+            Err(e) => return ready(Err(e)),
+        };
+        async move {
+            let plan = Plan { argv, env: container.env.clone(), working_dir: container.working_dir.clone() };
+            let mut cmd = command(&plan, true);
+            cmd.stderr(Stdio::piped());
+            let (reply, spawned) = oneshot::channel();
+            let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
+            spawner.send(Spawn { cmd, reply }).map_err(|_| stopped())?;
+            let child = spawned
+                .await
+                .map_err(|_| stopped())?
+                .map_err(|e| RuntimeError(format!("exec {:?}: {e}", plan.argv[0])))?;
+            let pgid = child.id().map(|p| Pid::from_raw(p as i32));
+            match tokio::time::timeout(timeout, child.wait_with_output()).await {
+                Ok(Ok(out)) => {
+                    let mut output = out.stdout;
+                    output.extend_from_slice(&out.stderr);
+                    Ok(ExecOutput { exit_code: exit_status(Ok(out.status), jiff::Timestamp::now()).exit_code, output })
+                }
+                Ok(Err(e)) => Err(RuntimeError(format!("exec {:?}: {e}", plan.argv[0]))),
+                Err(_) => {
+                    if let Some(pgid) = pgid {
+                        signal_group(pgid, Signal::SIGKILL);
+                    }
+                    Err(RuntimeError(format!("exec {:?}: timed out after {timeout:?}", plan.argv[0])))
+                }
+            }
+        }
+        .boxed()
+    }
+
+    fn reachable(&self) -> bool {
+        true
     }
 }
 
@@ -535,6 +590,8 @@ mod tests {
             node: Arc::new(NodeConfig::new("n1")),
             default_run_duration: Duration::from_secs(1),
             log_path: None,
+            pod_ip: "10.0.0.5".into(),
+            resources: Arc::default(),
         }
     }
 

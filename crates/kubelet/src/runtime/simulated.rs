@@ -35,7 +35,8 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::oneshot;
 
 use super::{
-    ContainerId, ContainerKind, ExitStatus, Runtime, RuntimeError, StartRequest, Started, append_log, cri_line,
+    ContainerId, ContainerKind, ExecOutput, ExitStatus, Runtime, RuntimeError, StartRequest, Started, append_log,
+    cri_line,
 };
 use crate::config::SimRule;
 
@@ -362,6 +363,22 @@ impl Runtime for SimulatedRuntime {
             let _ = tx.send(grace);
         }
     }
+
+    /// Simulated containers run nothing, so a command "run" in one succeeds while it runs.
+    fn exec(
+        &self,
+        id: &ContainerId,
+        _argv: Vec<String>,
+        _timeout: Duration,
+    ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>> {
+        let known = self.kills.lock().map(|m| m.contains_key(id)).unwrap_or(false);
+        let res = if known {
+            Ok(ExecOutput { exit_code: 0, output: Vec::new() })
+        } else {
+            Err(RuntimeError(format!("container {id} is not running")))
+        };
+        futures::future::ready(res).boxed()
+    }
 }
 
 #[cfg(test)]
@@ -513,6 +530,8 @@ mod tests {
             node: Arc::new(NodeConfig::new("n")),
             default_run_duration: Duration::from_millis(1),
             log_path: log,
+            pod_ip: "10.0.0.1".into(),
+            resources: Arc::default(),
         };
         let log = dir.path().join("main/0.log");
         let started = rt.start(req(&[("sim.jobset.x-k8s.io/exit-code", "4")], Some(log.clone()))).await.unwrap();
