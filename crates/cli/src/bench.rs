@@ -47,6 +47,15 @@ pub enum BenchCommand {
         #[arg(long, default_value = "100ms", value_parser = crate::parse_duration)]
         run_duration: Duration,
     },
+    /// Process runtime: from an empty process to every pod of a Job running (what `jobset run`
+    /// does), then in-place RestartAllContainers of one pod, with zero restart back-off.
+    Process {
+        #[arg(long, default_value_t = 64)]
+        pods: i32,
+        /// In-place restarts to time.
+        #[arg(long, default_value_t = 10)]
+        restarts: u32,
+    },
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
@@ -59,7 +68,150 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             job(pods, nodes, run_duration, false).await?;
             job(pods, nodes, run_duration, true).await
         }
+        BenchCommand::Process { pods, restarts } => {
+            println!(
+                "jobset bench process ({} cores)",
+                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+            );
+            process_startup(pods).await?;
+            restart_all_containers(restarts).await
+        }
     }
+}
+
+/// A local cluster with one process-runtime node and zero restart back-off.
+async fn process_cluster(dir: &std::path::Path) -> anyhow::Result<LocalCluster> {
+    let mut cfg = LocalConfig::with_nodes(1);
+    cfg.runtime = jobset_local::RuntimeKind::Process(Default::default());
+    cfg.state_dir = Some(dir.to_path_buf());
+    cfg.agent.log_dir = Some(dir.join("logs"));
+    cfg.agent.restart_backoff_base = Duration::ZERO;
+    let mut config = ServerConfig::default();
+    config.log_dir = cfg.agent.log_dir.clone();
+    let server = ApiServer::new(Box::new(Memory), Admission::default(), config).map_err(anyhow::Error::msg)?;
+    Ok(LocalCluster::start(server, cfg).await)
+}
+
+/// Waits (through a watch, at most a minute) until some pod matching `labels` satisfies `pred`.
+async fn wait_pods<T>(
+    pods: &Api<Pod>,
+    labels: &str,
+    mut pred: impl FnMut(&[Pod]) -> Option<T>,
+) -> anyhow::Result<T> {
+    let mut store = std::collections::BTreeMap::new();
+    let mut w = watcher(pods.clone(), watcher::Config::default().labels(labels)).applied_objects().boxed();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(Ok(p)) = w.next().await {
+            store.insert(p.metadata.name.clone().unwrap_or_default(), p);
+            let all: Vec<Pod> = store.values().cloned().collect();
+            if let Some(v) = pred(&all) {
+                return Ok(v);
+            }
+        }
+        anyhow::bail!("the pod watch ended")
+    })
+    .await
+    .context("timed out after 60 s")?
+}
+
+fn all_running(p: &Pod) -> bool {
+    let st = p.status.as_ref();
+    st.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && st
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| cs.iter().all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some())))
+}
+
+/// From nothing (no API server, no node) to every pod of a `pods`-pod Job running.
+async fn process_startup(pods: i32) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let start = Instant::now();
+    let cluster = process_cluster(dir.path()).await?;
+    let jobs: Api<Job> = Api::default_namespaced(cluster.client());
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "bench-process"},
+        "spec": {"completions": pods, "parallelism": pods, "completionMode": "Indexed", "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "600"]}]}}}
+    }))?;
+    jobs.create(&PostParams::default(), &job).await?;
+    let pods_api: Api<Pod> = Api::default_namespaced(cluster.client());
+    wait_pods(&pods_api, "batch.kubernetes.io/job-name=bench-process", |all| {
+        (all.iter().filter(|p| all_running(p)).count() == pods as usize).then_some(())
+    })
+    .await?;
+    println!(
+        "process startup: {pods}-pod Job, from an empty process (API server, controllers, node agent) to all pods running: {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+    cluster.shutdown().await;
+    Ok(())
+}
+
+/// The last CRI log timestamp of a container run, read from the agent's log file.
+fn last_log_time(log_dir: &std::path::Path, pod: &Pod, container: &str, run: i32) -> Option<jiff::Timestamp> {
+    let m = &pod.metadata;
+    let path = jobset_kubelet::runtime::log_path(
+        log_dir,
+        m.namespace.as_deref()?,
+        m.name.as_deref()?,
+        m.uid.as_deref()?,
+        container,
+        run as u32,
+    );
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().filter_map(|l| l.split(' ').next()?.parse().ok()).next_back()
+}
+
+/// In-place RestartAllContainers of one pod (an init container, a sidecar and two containers):
+/// from the trainer's exit (its last log line, stamped by the runtime as it reads it) to the
+/// agent reporting every container running again.
+async fn restart_all_containers(restarts: u32) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let cluster = process_cluster(dir.path()).await?;
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client());
+    // Each run of the trainer counts itself in the pod's /tmp and exits 42 until `restarts` runs.
+    let script = format!(
+        "n=$(cat /tmp/runs 2>/dev/null || echo 0); echo $((n+1)) > /tmp/runs; \
+         if [ $n -ge {restarts} ]; then exec sleep 600; fi; sleep 0.2; echo exiting; exit 42"
+    );
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bench-restart-all", "labels": {"bench": "restart-all"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "initContainers": [
+                {"name": "setup", "image": "busybox", "command": ["true"]},
+                {"name": "agent", "image": "busybox", "restartPolicy": "Always", "command": ["sleep", "600"]}
+            ],
+            "containers": [
+                {"name": "trainer", "image": "busybox", "command": ["sh", "-c", script], "restartPolicy": "Never",
+                 "restartPolicyRules": [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]},
+                {"name": "logger", "image": "busybox", "command": ["sleep", "600"]}
+            ]
+        }
+    }))?;
+    pods.create(&PostParams::default(), &pod).await?;
+    let log_dir = dir.path().join("logs");
+    let mut times = Vec::new();
+    for round in 1..=restarts as i32 {
+        let (exited, running_at) = wait_pods(&pods, "bench=restart-all", |all| {
+            let p = all.first()?;
+            let trainer = p.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == "trainer")?;
+            (trainer.restart_count >= round && all_running(p)).then(|| (p.clone(), jiff::Timestamp::now()))
+        })
+        .await?;
+        let exit_at = last_log_time(&log_dir, &exited, "trainer", round - 1).context("reading the trainer's log")?;
+        times.push(Duration::try_from(running_at.duration_since(exit_at)).unwrap_or_default());
+    }
+    times.sort();
+    println!(
+        "RestartAllContainers (zero back-off; init + sidecar + 2 containers), trainer exit to all containers running, {} restarts: median {:.0} ms, max {:.0} ms",
+        times.len(),
+        percentile(&times, 0.5).as_secs_f64() * 1000.0,
+        times.last().copied().unwrap_or_default().as_secs_f64() * 1000.0
+    );
+    cluster.shutdown().await;
+    Ok(())
 }
 
 /// A pod shaped like a JobSet worker's (labels, annotations, env, resources): about 1.5 KB of JSON.

@@ -2,6 +2,7 @@
 //! node lifecycle controller and one node agent per declared node. Every component talks to the
 //! server through its own in-process `kube::Client`, exactly as it would to kube-apiserver.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +36,9 @@ pub struct LocalConfig {
     pub node_lifecycle: NodeLifecycleConfig,
     /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
     pub job_controller: bool,
+    /// Where the process runtime keeps pod sandboxes, claims and `/etc/hosts` files (default: a
+    /// temporary directory removed with the cluster).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl LocalConfig {
@@ -48,6 +52,7 @@ impl LocalConfig {
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
             job_controller: true,
+            state_dir: None,
         }
     }
 
