@@ -126,8 +126,14 @@ pub struct AgentConfig {
     pub status_update_interval: Duration,
     /// First CrashLoopBackOff delay (the first restart is immediate, as in kubelet).
     pub restart_backoff_base: Duration,
-    /// CrashLoopBackOff cap; the backoff resets after a container ran twice this long.
+    /// CrashLoopBackOff cap.
     pub restart_backoff_max: Duration,
+    /// The back-off starts over when a container's previous restart is longer ago than this
+    /// (kubelet: 10 minutes of running without a problem).
+    pub restart_backoff_reset: Duration,
+    /// The least grace a container gets after a preStop hook that used up (most of) the grace
+    /// period (kubelet: 2 s, §4.5).
+    pub min_kill_grace_after_pre_stop: Duration,
     /// How long a simulated container runs when nothing says otherwise.
     pub default_run_duration: Duration,
     /// Where container logs are written (`<dir>/<ns>_<pod>_<uid>/<container>/<restartCount>.log`).
@@ -142,6 +148,8 @@ impl Default for AgentConfig {
             status_update_interval: Duration::from_secs(10),
             restart_backoff_base: Duration::from_secs(10),
             restart_backoff_max: Duration::from_secs(300),
+            restart_backoff_reset: Duration::from_secs(600),
+            min_kill_grace_after_pre_stop: Duration::from_secs(2),
             default_run_duration: Duration::from_secs(1),
             log_dir: None,
         }

@@ -21,6 +21,7 @@
 pub mod config;
 pub mod node;
 pub mod pod;
+pub mod probe;
 pub mod resources;
 pub mod runtime;
 mod worker;

@@ -6,19 +6,32 @@
 //!
 //! Semantics follow kubelet (job-semantics.md §4):
 //! - init containers run first, in order; a sidecar (init container with `restartPolicy: Always`)
-//!   counts as done once started and keeps running beside the regular containers;
+//!   counts as done once Started (its postStart hook completed and its startup probe, if any,
+//!   succeeded: the KEP-753 barrier) and keeps running beside the regular containers;
+//! - probes (run by [`crate::probe`], reported as [`Event::Probe`]): a container with a startup
+//!   probe is not Started until it succeeds; a container is ready when Started, its readiness
+//!   probe (if any) last succeeded and the runtime says so; a startup or liveness failure kills
+//!   the run ([`Effect::Kill`], with the probe's `terminationGracePeriodSeconds`), which is then
+//!   restarted (or not) like any exit;
 //! - a container that exits is restarted in place (`restartCount`+1) when its container-level
 //!   `restartPolicy`/`restartPolicyRules` or else the pod's `restartPolicy` says so (§4.2
 //!   `ContainerShouldRestart`); init containers are only restarted after a failure; the first
 //!   restart is immediate, later ones wait a CrashLoopBackOff delay doubling from the base up to
-//!   the cap, reset once a container ran twice the cap;
+//!   the cap, reset once the previous restart is longer ago than [`Backoff::reset`];
+//! - `RestartAllContainers` (§4.3, alias `RestartPod`): condition `AllContainersRestarting`
+//!   True, every container killed at once ([`Effect::KillNow`]), condition False, then the whole
+//!   pod starts over in place (every container that ran counts a restart; the back-off of the
+//!   container that triggered it delays repeated pod restarts); phase Pending meanwhile;
 //! - phase (§4.1): Pending until the regular containers start; Running; once every regular
 //!   container has terminated for good, Succeeded if all exited 0, else Failed; a non-restartable
-//!   init failure fails the pod; sidecars are then stopped;
-//! - a pod being deleted is never restarted: running containers are stopped (a simulated kill
-//!   exits 143), the pod ends Failed unless it had already finished, its final status is
-//!   written, then the deletion is confirmed;
-//! - `activeDeadlineSeconds`: stopped and Failed with reason `DeadlineExceeded`.
+//!   init failure fails the pod; sidecars are then stopped, after the other containers, one by
+//!   one in reverse order (§4.4);
+//! - a pod being deleted is never restarted: running containers are stopped (preStop hooks, then
+//!   a kill, by the worker; a simulated kill exits 143), the pod ends Failed unless it had
+//!   already finished, its final status is written, then the deletion is confirmed;
+//! - `activeDeadlineSeconds`: stopped and Failed with reason `DeadlineExceeded`;
+//! - a pod the agent finds unfinished after a restart with containers that had started is
+//!   Failed ([`PodMachine::after_agent_restart`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -59,11 +72,31 @@ impl RestartPolicy {
     }
 }
 
+/// The action of a `restartPolicyRules` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleAction {
+    /// Restart this container in place.
+    Restart,
+    /// `RestartAllContainers` (alias `RestartPod`): restart the whole pod in place (§4.3).
+    RestartAllContainers,
+    /// An action this agent does not know: falls through to the container policy.
+    Other,
+}
+
+impl RuleAction {
+    pub fn parse(s: &str) -> RuleAction {
+        match s {
+            "Restart" => RuleAction::Restart,
+            "RestartAllContainers" | "RestartPod" => RuleAction::RestartAllContainers,
+            _ => RuleAction::Other,
+        }
+    }
+}
+
 /// One entry of a container's `restartPolicyRules`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestartRule {
-    /// The action is `Restart` (other actions fall through to the container policy).
-    pub restart: bool,
+    pub action: RuleAction,
     /// `Some(true)`: `In`; `Some(false)`: `NotIn`; `None`: an operator this agent does not know (skipped).
     pub operator_in: Option<bool>,
     pub values: Vec<i32>,
@@ -78,6 +111,43 @@ impl RestartRule {
     }
 }
 
+/// What the state machine needs to know of a container's probes and hooks (the prober runs them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProbeFlags {
+    /// A `startupProbe`: the container is not Started until it succeeds.
+    pub startup: bool,
+    /// A `readinessProbe`: the container is not ready until it succeeds.
+    pub readiness: bool,
+    /// A `postStart` hook: the container is not Started until it completes.
+    pub post_start: bool,
+    /// Probe-level `terminationGracePeriodSeconds` of the startup and liveness probes.
+    pub startup_grace: Option<Duration>,
+    pub liveness_grace: Option<Duration>,
+}
+
+impl ProbeFlags {
+    pub fn of(c: &Container) -> ProbeFlags {
+        let grace = |p: Option<&k8s_openapi::api::core::v1::Probe>| {
+            p.and_then(|p| p.termination_grace_period_seconds).map(|s| Duration::from_secs(s.max(0) as u64))
+        };
+        ProbeFlags {
+            startup: c.startup_probe.is_some(),
+            readiness: c.readiness_probe.is_some(),
+            post_start: c.lifecycle.as_ref().is_some_and(|l| l.post_start.is_some()),
+            startup_grace: grace(c.startup_probe.as_ref()),
+            liveness_grace: grace(c.liveness_probe.as_ref()),
+        }
+    }
+}
+
+/// Which probe a result is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProbeKind {
+    Startup,
+    Readiness,
+    Liveness,
+}
+
 /// What the state machine needs of a container's spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContainerSpec {
@@ -86,6 +156,7 @@ pub struct ContainerSpec {
     pub kind: ContainerKind,
     pub restart_policy: Option<RestartPolicy>,
     pub rules: Vec<RestartRule>,
+    pub probes: ProbeFlags,
 }
 
 impl ContainerSpec {
@@ -103,7 +174,7 @@ impl ContainerSpec {
             .map(|r| {
                 let ec = r.exit_codes.as_ref();
                 RestartRule {
-                    restart: r.action == "Restart",
+                    action: RuleAction::parse(&r.action),
                     operator_in: match ec.map(|e| e.operator.as_str()) {
                         Some("In") => Some(true),
                         Some("NotIn") => Some(false),
@@ -113,7 +184,14 @@ impl ContainerSpec {
                 }
             })
             .collect();
-        ContainerSpec { name: c.name.clone(), image: c.image.clone().unwrap_or_default(), kind, restart_policy, rules }
+        ContainerSpec {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            kind,
+            restart_policy,
+            rules,
+            probes: ProbeFlags::of(c),
+        }
     }
 }
 
@@ -123,7 +201,7 @@ pub fn should_restart(c: &ContainerSpec, pod_policy: RestartPolicy, exit_code: i
     match c.restart_policy {
         Some(policy) => {
             if let Some(rule) = c.rules.iter().find(|r| r.matches(exit_code))
-                && rule.restart
+                && rule.action == RuleAction::Restart
             {
                 return true;
             }
@@ -131,6 +209,13 @@ pub fn should_restart(c: &ContainerSpec, pod_policy: RestartPolicy, exit_code: i
         }
         None => pod_policy.restarts(exit_code),
     }
+}
+
+/// Whether the container's first rule matching `exit_code` is `RestartAllContainers` (rules only
+/// count when the container sets a `restartPolicy`, §4.2).
+pub fn restarts_all(c: &ContainerSpec, exit_code: i32) -> bool {
+    c.restart_policy.is_some()
+        && c.rules.iter().find(|r| r.matches(exit_code)).is_some_and(|r| r.action == RuleAction::RestartAllContainers)
 }
 
 /// What the state machine needs of a pod's spec.
@@ -163,6 +248,8 @@ impl PodSpecSummary {
 pub struct Backoff {
     pub base: Duration,
     pub max: Duration,
+    /// The delay starts over when a container's previous restart is longer ago than this.
+    pub reset: Duration,
 }
 
 /// Which container: an init container (sidecars included) or a regular one, by position.
@@ -203,8 +290,15 @@ pub enum CState {
     },
     Running {
         started_at: Timestamp,
+        /// The runtime's view (a simulated container may never be ready).
         ready: bool,
         stopping: bool,
+        /// The postStart hook completed (or there is none).
+        post_started: bool,
+        /// The startup probe succeeded (or there is none).
+        startup_ok: bool,
+        /// The readiness probe's result (`true` without one).
+        probe_ready: bool,
     },
     /// CrashLoopBackOff: restarts at `until`.
     BackOff {
@@ -223,6 +317,9 @@ pub struct ContainerRun {
     pub last: Option<Termination>,
     pub restart_count: u32,
     pub container_id: Option<String>,
+    /// The container was Started (postStart done, startup probe passed) since the pod (re)started:
+    /// the barrier a sidecar holds the next init container behind.
+    pub started_once: bool,
     /// The delay the next non-immediate restart waits (zero: the next restart is immediate).
     backoff: Duration,
     backoff_at: Option<Timestamp>,
@@ -236,9 +333,15 @@ impl ContainerRun {
             last: None,
             restart_count: 0,
             container_id: None,
+            started_once: false,
             backoff: Duration::ZERO,
             backoff_at: None,
         }
+    }
+
+    /// Running, its postStart hook done and its startup probe passed (`ContainerStatus.started`).
+    pub fn is_started(&self) -> bool {
+        matches!(self.state, CState::Running { post_started: true, startup_ok: true, .. })
     }
 
     fn is_active(&self) -> bool {
@@ -251,7 +354,9 @@ impl ContainerRun {
 
     fn is_ready(&self) -> bool {
         match &self.state {
-            CState::Running { ready, stopping, .. } => *ready && !*stopping,
+            CState::Running { ready, stopping, probe_ready, .. } => {
+                *ready && *probe_ready && !*stopping && self.is_started()
+            }
             CState::Terminated(t) => self.spec.kind == ContainerKind::Init && t.exit_code == 0,
             _ => false,
         }
@@ -275,6 +380,11 @@ pub enum Stage {
     Running,
     /// Stopping every container (deletion or deadline); no restarts.
     Terminating,
+    /// `RestartAllContainers` (§4.3): every container is being killed; once none runs and
+    /// `until` (the back-off of the container that triggered it) has passed, the pod starts over.
+    Restarting {
+        until: Timestamp,
+    },
     Succeeded,
     Failed,
 }
@@ -303,6 +413,10 @@ pub enum Event {
         message: Option<String>,
         at: Timestamp,
     },
+    /// A probe's result changed for a run (reported by the prober).
+    Probe { c: CRef, restart_count: u32, kind: ProbeKind, success: bool, at: Timestamp },
+    /// A run's postStart hook completed (`error: None`) or failed.
+    PostStart { c: CRef, restart_count: u32, error: Option<String>, at: Timestamp },
     /// Time passed (backoff delays, the active deadline).
     Tick { at: Timestamp },
     /// The pod got a deletionTimestamp.
@@ -316,6 +430,8 @@ impl Event {
             | Event::Started { at, .. }
             | Event::StartFailed { at, .. }
             | Event::Exited { at, .. }
+            | Event::Probe { at, .. }
+            | Event::PostStart { at, .. }
             | Event::Tick { at }
             | Event::Delete { at } => *at,
         }
@@ -327,8 +443,15 @@ impl Event {
 pub enum Effect {
     /// Start a run of the container (its `restart_count` is the run's number).
     Start(CRef),
-    /// Stop the running container.
+    /// Stop the running container gracefully (pod termination, deadline): its preStop hook,
+    /// then SIGTERM with what is left of the pod's grace period.
     Stop(CRef),
+    /// Kill the container because a liveness or startup probe (or its postStart hook) failed:
+    /// preStop, then SIGTERM with this grace (`None`: the pod's `terminationGracePeriodSeconds`).
+    /// It is restarted per its restart policy.
+    Kill { c: CRef, grace: Option<Duration> },
+    /// Kill at once, no grace, no preStop (`RestartAllContainers`).
+    KillNow(CRef),
     /// The status changed: write it.
     WriteStatus,
     /// Everything has stopped and the final status is out: delete the pod with grace 0.
@@ -350,6 +473,14 @@ pub struct PodMachine {
     pub deletion_confirmed: bool,
     /// `status.reason`/`status.message` (e.g. `DeadlineExceeded`).
     pub reason: Option<(String, String)>,
+    /// `status.message` without a reason (the agent restarted and lost the containers).
+    pub message: Option<String>,
+    /// The `AllContainersRestarting` condition: `None` until a `RestartAllContainers` rule fired.
+    pub all_restarting: Option<bool>,
+    /// A pod-level restart is under way: the phase is Pending until the regular containers run again.
+    pub pod_restarting: bool,
+    /// Every container is being stopped for good (sidecars last, in reverse order).
+    stopping_all: bool,
 }
 
 impl PodMachine {
@@ -365,6 +496,10 @@ impl PodMachine {
             deletion_requested: false,
             deletion_confirmed: false,
             reason: None,
+            message: None,
+            all_restarting: None,
+            pod_restarting: false,
+            stopping_all: false,
         }
     }
 
@@ -397,9 +532,9 @@ impl PodMachine {
     /// The pod phase this state reports.
     pub fn phase(&self) -> &'static str {
         match self.stage {
-            Stage::New | Stage::Initializing { .. } => "Pending",
+            Stage::New | Stage::Initializing { .. } | Stage::Restarting { .. } => "Pending",
             Stage::Running | Stage::Terminating => {
-                if self.containers.iter().any(ContainerRun::has_started) {
+                if !self.pod_restarting && self.containers.iter().any(ContainerRun::has_started) {
                     "Running"
                 } else {
                     "Pending"
@@ -410,21 +545,28 @@ impl PodMachine {
         }
     }
 
-    /// When the machine wants a [`Event::Tick`]: the earliest backoff expiry or the active deadline.
+    /// When the machine wants a [`Event::Tick`]: the earliest backoff expiry, the end of a
+    /// pod restart's back-off, or the active deadline.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
-        if !matches!(self.stage, Stage::Initializing { .. } | Stage::Running) {
-            return None;
-        }
+        let restart = match self.stage {
+            Stage::Restarting { until } if !self.any_active() => Some(until),
+            Stage::Restarting { .. } | Stage::Initializing { .. } | Stage::Running => None,
+            _ => return None,
+        };
         let backoffs = self.init.iter().chain(&self.containers).filter_map(|c| match c.state {
             CState::BackOff { until, .. } => Some(until),
             _ => None,
         });
         let deadline = self.deadline();
-        backoffs.chain(deadline).min()
+        backoffs.chain(deadline).chain(restart).min()
     }
 
     fn deadline(&self) -> Option<Timestamp> {
         Some(self.start_time? + self.spec.active_deadline?)
+    }
+
+    fn live(&self) -> bool {
+        matches!(self.stage, Stage::Initializing { .. } | Stage::Running)
     }
 
     fn start(&mut self, c: CRef, fx: &mut Vec<Effect>) {
@@ -432,10 +574,11 @@ impl PodMachine {
         fx.push(Effect::Start(c));
     }
 
-    /// Moves init forward: starts the next init container, or the regular containers once all are done.
+    /// Moves init forward: starts the next init container, or the regular containers once all
+    /// are done. A sidecar is done once Started (postStart done, startup probe passed).
     fn advance(&mut self, fx: &mut Vec<Effect>) {
         let pending = self.init.iter().position(|c| match c.spec.kind {
-            ContainerKind::Sidecar => !c.has_started(),
+            ContainerKind::Sidecar => !c.started_once,
             _ => !c.succeeded(),
         });
         match pending {
@@ -457,17 +600,25 @@ impl PodMachine {
         }
     }
 
-    fn schedule_restart(&mut self, c: CRef, term: Termination, at: Timestamp, fx: &mut Vec<Effect>) {
-        let Backoff { base, max } = self.backoff;
+    /// The CrashLoopBackOff delay of the container's next restart (zero: immediate), moving its
+    /// back-off forward.
+    fn next_delay(&mut self, c: CRef, at: Timestamp) -> Duration {
+        let Backoff { base, max, reset } = self.backoff;
         let run = self.container_mut(c);
         if run.backoff_at.is_some_and(|prev| {
-            at.duration_since(prev) > jiff::SignedDuration::try_from(max * 2).unwrap_or(jiff::SignedDuration::MAX)
+            at.duration_since(prev) > jiff::SignedDuration::try_from(reset).unwrap_or(jiff::SignedDuration::MAX)
         }) {
             run.backoff = Duration::ZERO;
         }
         let delay = run.backoff;
         run.backoff = if delay.is_zero() { base } else { (delay * 2).min(max) };
         run.backoff_at = Some(at);
+        delay
+    }
+
+    fn schedule_restart(&mut self, c: CRef, term: Termination, at: Timestamp, fx: &mut Vec<Effect>) {
+        let delay = self.next_delay(c, at);
+        let run = self.container_mut(c);
         run.last = Some(term);
         if delay.is_zero() {
             run.restart_count += 1;
@@ -480,17 +631,82 @@ impl PodMachine {
     /// Ends the pod: stops what still runs (sidecars), no more restarts.
     fn finish(&mut self, succeeded: bool, fx: &mut Vec<Effect>) {
         self.stage = if succeeded { Stage::Succeeded } else { Stage::Failed };
+        self.pod_restarting = false;
         self.stop_all(fx);
     }
 
-    /// Stops every running container; containers waiting for a restart stay down.
+    /// Stops one container for good; one waiting for a restart stays down.
+    fn stop_one(&mut self, c: CRef, fx: &mut Vec<Effect>) {
+        let run = self.container_mut(c);
+        match &mut run.state {
+            CState::Running { stopping, .. } if !*stopping => {
+                *stopping = true;
+                fx.push(Effect::Stop(c));
+            }
+            CState::Starting { stop } => *stop = true,
+            CState::BackOff { .. } => {
+                if let Some(last) = run.last.clone() {
+                    run.state = CState::Terminated(last);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Stops every container: init and regular containers at once; sidecars after them, one
+    /// by one in reverse order (§4.4), see [`PodMachine::stop_sidecars`].
     fn stop_all(&mut self, fx: &mut Vec<Effect>) {
+        self.stopping_all = true;
+        for c in self.refs() {
+            let run = self.container(c);
+            if run.spec.kind != ContainerKind::Sidecar || matches!(run.state, CState::BackOff { .. }) {
+                self.stop_one(c, fx);
+            }
+        }
+        self.stop_sidecars(fx);
+    }
+
+    /// Stops the last sidecar still active once nothing started after it runs.
+    fn stop_sidecars(&mut self, fx: &mut Vec<Effect>) {
+        let others = self.refs().filter(|c| self.container(*c).spec.kind != ContainerKind::Sidecar);
+        if others.into_iter().any(|c| self.container(c).is_active()) {
+            return;
+        }
+        for i in (0..self.init.len()).rev() {
+            let run = &self.init[i];
+            if run.spec.kind != ContainerKind::Sidecar {
+                continue;
+            }
+            match run.state {
+                CState::Running { stopping: true, .. } | CState::Starting { stop: true } => return,
+                CState::Running { .. } | CState::Starting { .. } => {
+                    self.stop_one(CRef::init(i), fx);
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn begin_termination(&mut self, fx: &mut Vec<Effect>) {
+        self.stage = Stage::Terminating;
+        self.stop_all(fx);
+    }
+
+    /// `RestartAllContainers` fired on `c`'s exit: kill everything at once (no grace, no
+    /// preStop), then [`PodMachine::restart_pod`] once nothing runs.
+    fn begin_pod_restart(&mut self, c: CRef, term: Termination, at: Timestamp, fx: &mut Vec<Effect>) {
+        let delay = self.next_delay(c, at);
+        self.container_mut(c).state = CState::Terminated(term);
+        self.all_restarting = Some(true);
+        self.pod_restarting = true;
+        self.stage = Stage::Restarting { until: at + delay };
         for c in self.refs() {
             let run = self.container_mut(c);
             match &mut run.state {
                 CState::Running { stopping, .. } if !*stopping => {
                     *stopping = true;
-                    fx.push(Effect::Stop(c));
+                    fx.push(Effect::KillNow(c));
                 }
                 CState::Starting { stop } => *stop = true,
                 CState::BackOff { .. } => {
@@ -503,9 +719,19 @@ impl PodMachine {
         }
     }
 
-    fn begin_termination(&mut self, fx: &mut Vec<Effect>) {
-        self.stage = Stage::Terminating;
-        self.stop_all(fx);
+    /// Starts the pod over in place: every container that ran gets `restartCount`+1 and its
+    /// last termination as `lastState`; init containers, sidecars, then regular containers.
+    fn restart_pod(&mut self, fx: &mut Vec<Effect>) {
+        for run in self.init.iter_mut().chain(self.containers.iter_mut()) {
+            if let CState::Terminated(t) = &run.state {
+                run.last = Some(t.clone());
+                run.restart_count += 1;
+            }
+            run.state = CState::Waiting;
+            run.started_once = false;
+        }
+        self.advance(fx);
+        fx.push(Effect::WriteStatus);
     }
 
     fn on_exit(&mut self, c: CRef, term: Termination, at: Timestamp, fx: &mut Vec<Effect>) {
@@ -514,7 +740,11 @@ impl PodMachine {
         let pod_policy = self.spec.restart_policy;
         let run = self.container(c);
         let stopping = matches!(run.state, CState::Running { stopping: true, .. } | CState::Starting { stop: true });
-        let live = matches!(self.stage, Stage::Initializing { .. } | Stage::Running);
+        let live = self.live();
+        if live && !stopping && restarts_all(&run.spec, code) {
+            self.begin_pod_restart(c, term, at, fx);
+            return;
+        }
         let restart = live
             && !stopping
             && match run.spec.kind {
@@ -544,9 +774,48 @@ impl PodMachine {
         }
     }
 
-    /// Terminating ends when nothing runs; a requested deletion is confirmed once the pod is
-    /// terminal and nothing runs.
-    fn settle(&mut self, fx: &mut Vec<Effect>) {
+    /// A run made progress towards Started (it started, its postStart hook or startup probe
+    /// passed): the first time it is Started, a sidecar lets init move on.
+    fn on_progress(&mut self, c: CRef, fx: &mut Vec<Effect>) {
+        fx.push(Effect::WriteStatus);
+        let run = self.container_mut(c);
+        if !run.is_started() || run.started_once {
+            return;
+        }
+        run.started_once = true;
+        if run.spec.kind == ContainerKind::Sidecar && matches!(self.stage, Stage::Initializing { .. }) {
+            self.advance(fx);
+        }
+    }
+
+    /// A pod restart is over (the phase leaves Pending) once every regular container ran again.
+    fn check_pod_restart_done(&mut self) {
+        if self.pod_restarting
+            && self.stage == Stage::Running
+            && self.containers.iter().all(|c| !matches!(c.state, CState::Waiting | CState::Starting { .. }))
+        {
+            self.pod_restarting = false;
+        }
+    }
+
+    /// Sidecars are stopped in order; a pod restart goes on once everything stopped; Terminating
+    /// ends when nothing runs; a requested deletion is confirmed once the pod is terminal and
+    /// nothing runs.
+    fn settle(&mut self, at: Timestamp, fx: &mut Vec<Effect>) {
+        if self.stopping_all {
+            self.stop_sidecars(fx);
+        }
+        if let Stage::Restarting { until } = self.stage
+            && !self.any_active()
+        {
+            if self.all_restarting == Some(true) {
+                self.all_restarting = Some(false);
+                fx.push(Effect::WriteStatus);
+            }
+            if until <= at {
+                self.restart_pod(fx);
+            }
+        }
         if self.any_active() {
             return;
         }
@@ -584,6 +853,7 @@ fn termination(
 /// The transition function.
 pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
     let mut fx = Vec::new();
+    let now = event.at();
     match event {
         Event::Admit { at } => {
             if m.stage == Stage::New {
@@ -593,19 +863,28 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
             }
         }
         Event::Started { c, restart_count, id, ready, at } => {
+            let restarting = matches!(m.stage, Stage::Restarting { .. });
             let run = m.container_mut(c);
             if let CState::Starting { stop } = run.state
                 && run.restart_count == restart_count
             {
+                let p = &run.spec.probes;
                 run.container_id = Some(id);
-                run.state = CState::Running { started_at: at, ready, stopping: stop };
+                run.state = CState::Running {
+                    started_at: at,
+                    ready,
+                    stopping: stop,
+                    post_started: !p.post_start,
+                    startup_ok: !p.startup,
+                    probe_ready: !p.readiness,
+                };
                 if stop {
-                    fx.push(Effect::Stop(c));
+                    fx.push(if restarting { Effect::KillNow(c) } else { Effect::Stop(c) });
+                } else {
+                    m.on_progress(c, &mut fx);
                 }
+                m.check_pod_restart_done();
                 fx.push(Effect::WriteStatus);
-                if run.spec.kind == ContainerKind::Sidecar && matches!(m.stage, Stage::Initializing { .. }) {
-                    m.advance(&mut fx);
-                }
             }
         }
         Event::StartFailed { c, restart_count, message, at } => {
@@ -622,10 +901,49 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
             {
                 let term = termination(exit_code, reason, message, Some(started_at), at, run.container_id.clone());
                 m.on_exit(c, term, at, &mut fx);
+                m.check_pod_restart_done();
+            }
+        }
+        Event::PostStart { c, restart_count, error, .. } => {
+            let run = m.container_mut(c);
+            if run.restart_count == restart_count
+                && let CState::Running { stopping: false, post_started, .. } = &mut run.state
+                && !*post_started
+            {
+                match error {
+                    None => {
+                        *post_started = true;
+                        m.on_progress(c, &mut fx);
+                    }
+                    Some(_) => fx.push(Effect::Kill { c, grace: None }),
+                }
+            }
+        }
+        Event::Probe { c, restart_count, kind, success, .. } => {
+            let run = m.container_mut(c);
+            let probes = run.spec.probes.clone();
+            if run.restart_count == restart_count
+                && let CState::Running { stopping: false, startup_ok, probe_ready, .. } = &mut run.state
+            {
+                match (kind, success) {
+                    (ProbeKind::Startup, true) if !*startup_ok => {
+                        *startup_ok = true;
+                        m.on_progress(c, &mut fx);
+                    }
+                    (ProbeKind::Startup, false) if !*startup_ok => {
+                        fx.push(Effect::Kill { c, grace: probes.startup_grace })
+                    }
+                    (ProbeKind::Liveness, false) => fx.push(Effect::Kill { c, grace: probes.liveness_grace }),
+                    (ProbeKind::Readiness, ok) if *probe_ready != ok => {
+                        *probe_ready = ok;
+                        fx.push(Effect::WriteStatus);
+                    }
+                    _ => {}
+                }
             }
         }
         Event::Tick { at } => {
-            if matches!(m.stage, Stage::Initializing { .. } | Stage::Running) {
+            if matches!(m.stage, Stage::Initializing { .. } | Stage::Running | Stage::Restarting { .. }) {
                 if m.deadline().is_some_and(|d| d <= at) {
                     m.reason = Some((
                         "DeadlineExceeded".into(),
@@ -633,7 +951,7 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                     ));
                     m.begin_termination(&mut fx);
                     fx.push(Effect::WriteStatus);
-                } else {
+                } else if m.live() {
                     for c in m.refs() {
                         let run = m.container_mut(c);
                         if matches!(run.state, CState::BackOff { until, .. } if until <= at) {
@@ -653,7 +971,7 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                         m.stage = Stage::Failed;
                         fx.push(Effect::WriteStatus);
                     }
-                    Stage::Initializing { .. } | Stage::Running => {
+                    Stage::Initializing { .. } | Stage::Running | Stage::Restarting { .. } => {
                         m.begin_termination(&mut fx);
                         fx.push(Effect::WriteStatus);
                     }
@@ -662,7 +980,7 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
             }
         }
     }
-    m.settle(&mut fx);
+    m.settle(now, &mut fx);
     let mut seen_write = false;
     fx.retain(|e| {
         if *e == Effect::WriteStatus {
@@ -679,6 +997,81 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
         fx.push(e);
     }
     (m, fx)
+}
+
+/// The pod condition of a `RestartAllContainers` restart (§4.3).
+pub const ALL_RESTARTING: &str = "AllContainersRestarting";
+
+/// `status.message` of a pod whose containers were lost when the agent restarted.
+pub const LOST_POD_MESSAGE: &str = "the node agent restarted and the pod's containers are gone";
+/// kubelet's words for a container it cannot find any more.
+pub const LOST_CONTAINER_REASON: &str = "ContainerStatusUnknown";
+pub const LOST_CONTAINER_MESSAGE: &str = "The container could not be located when the pod was terminated";
+
+fn from_api_termination(t: &ContainerStateTerminated, at: Timestamp) -> Termination {
+    Termination {
+        exit_code: t.exit_code,
+        reason: t.reason.clone().unwrap_or_else(|| if t.exit_code == 0 { "Completed" } else { "Error" }.into()),
+        message: t.message.clone(),
+        started_at: t.started_at.as_ref().map(|t| t.0),
+        finished_at: t.finished_at.as_ref().map(|t| t.0).unwrap_or(at),
+        container_id: t.container_id.clone(),
+    }
+}
+
+impl PodMachine {
+    /// A pod found unfinished when the agent starts (an agent restart): if its status shows that
+    /// containers had started (a containerID, a running or terminated state, or phase Running),
+    /// their processes are gone with the old agent, so the pod is Failed: each container that was
+    /// running is terminated with exit code 137, reason `ContainerStatusUnknown` (kubelet's words);
+    /// containers that had already terminated keep that termination (a container waiting to
+    /// restart gets its last one). `None`: nothing had started, the pod is started normally.
+    pub fn after_agent_restart(
+        spec: PodSpecSummary,
+        backoff: Backoff,
+        status: &PodStatus,
+        at: Timestamp,
+    ) -> Option<PodMachine> {
+        let mut m = PodMachine::new(spec, backoff);
+        let mut had_started = status.phase.as_deref() == Some("Running");
+        let groups = [(&mut m.init, &status.init_container_statuses), (&mut m.containers, &status.container_statuses)];
+        for (runs, statuses) in groups {
+            for run in runs.iter_mut() {
+                let Some(cs) = statuses.iter().flatten().find(|s| s.name == run.spec.name) else { continue };
+                let state = cs.state.clone().unwrap_or_default();
+                run.restart_count = cs.restart_count.max(0) as u32;
+                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
+                run.last =
+                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                if let Some(t) = &state.terminated {
+                    run.state = CState::Terminated(from_api_termination(t, at));
+                } else if state.running.is_some() || run.container_id.is_some() {
+                    let started_at = state.running.as_ref().and_then(|r| r.started_at.as_ref()).map(|t| t.0);
+                    run.state = CState::Terminated(Termination {
+                        exit_code: 137,
+                        reason: LOST_CONTAINER_REASON.into(),
+                        message: Some(LOST_CONTAINER_MESSAGE.into()),
+                        started_at,
+                        finished_at: at,
+                        container_id: run.container_id.clone(),
+                    });
+                } else if let Some(last) = run.last.clone() {
+                    run.state = CState::Terminated(last);
+                } else {
+                    continue;
+                }
+                had_started = true;
+            }
+        }
+        if !had_started {
+            return None;
+        }
+        m.stage = Stage::Failed;
+        m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
+        m.initialized = status.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == "True");
+        m.message = Some(LOST_POD_MESSAGE.into());
+        Some(m)
+    }
 }
 
 /// Remembers when each pod condition last changed status.
@@ -779,7 +1172,7 @@ impl PodMachine {
             image_id: if run.container_id.is_some() { format!("sim://{}", run.spec.image) } else { String::new() },
             container_id: run.container_id.clone(),
             ready: run.is_ready(),
-            started: Some(matches!(run.state, CState::Running { .. })),
+            started: Some(run.is_started()),
             restart_count: run.restart_count as i32,
             state: Some(state),
             last_state: Some(
@@ -814,7 +1207,7 @@ impl PodMachine {
             .init
             .iter()
             .filter(|c| match c.spec.kind {
-                ContainerKind::Sidecar => !c.has_started(),
+                ContainerKind::Sidecar => !c.started_once,
                 _ => !c.succeeded(),
             })
             .map(|c| c.spec.name.as_str())
@@ -848,6 +1241,19 @@ impl PodMachine {
             }
         }
         cond("PodScheduled", true, None, None);
+        if let Some(on) = self.all_restarting {
+            match self.stage {
+                Stage::Succeeded => cond(ALL_RESTARTING, false, Some("PodCompleted"), None),
+                Stage::Failed => cond(ALL_RESTARTING, false, Some("PodFailed"), None),
+                _ if on => cond(
+                    ALL_RESTARTING,
+                    true,
+                    Some("RestartAllContainersStarted"),
+                    Some("container exited with restart policy rule".into()),
+                ),
+                _ => cond(ALL_RESTARTING, false, None, None),
+            }
+        }
         let statuses = |runs: &[ContainerRun]| runs.iter().map(|r| self.container_status(r, at)).collect::<Vec<_>>();
         PodStatus {
             phase: Some(self.phase().into()),
@@ -860,7 +1266,7 @@ impl PodMachine {
             container_statuses: Some(statuses(&self.containers)),
             init_container_statuses: (!self.init.is_empty()).then(|| statuses(&self.init)),
             reason: self.reason.as_ref().map(|r| r.0.clone()),
-            message: self.reason.as_ref().map(|r| r.1.clone()),
+            message: self.reason.as_ref().map(|r| r.1.clone()).or_else(|| self.message.clone()),
             ..Default::default()
         }
     }
@@ -878,13 +1284,20 @@ mod tests {
 
     fn spec(name: &str, kind: ContainerKind) -> ContainerSpec {
         let restart_policy = (kind == Sidecar).then_some(RestartPolicy::Always);
-        ContainerSpec { name: name.into(), image: "img".into(), kind, restart_policy, rules: vec![] }
+        ContainerSpec {
+            name: name.into(),
+            image: "img".into(),
+            kind,
+            restart_policy,
+            rules: vec![],
+            probes: ProbeFlags::default(),
+        }
     }
 
     fn pod(policy: RestartPolicy, init: Vec<ContainerSpec>, containers: Vec<ContainerSpec>) -> PodMachine {
         PodMachine::new(
             PodSpecSummary { restart_policy: policy, init, containers, active_deadline: None },
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300) },
+            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) },
         )
     }
 
@@ -917,8 +1330,8 @@ mod tests {
     #[test]
     fn should_restart_table() {
         use RestartPolicy::*;
-        let rule = |restart, op: Option<bool>, values: &[i32]| RestartRule {
-            restart,
+        let rule = |restart: bool, op: Option<bool>, values: &[i32]| RestartRule {
+            action: if restart { RuleAction::Restart } else { RuleAction::Other },
             operator_in: op,
             values: values.to_vec(),
         };
@@ -928,6 +1341,7 @@ mod tests {
             kind: Regular,
             restart_policy: policy,
             rules,
+            probes: ProbeFlags::default(),
         };
         // (container, pod policy, exit code, restart?)
         let cases = vec![
@@ -1125,7 +1539,7 @@ mod tests {
     fn container_restart_rules_restart_in_place_under_never() {
         let mut c = spec("main", Regular);
         c.restart_policy = Some(RestartPolicy::Never);
-        c.rules = vec![RestartRule { restart: true, operator_in: Some(true), values: vec![42] }];
+        c.rules = vec![RestartRule { action: RuleAction::Restart, operator_in: Some(true), values: vec![42] }];
         let m = pod(RestartPolicy::Never, vec![], vec![c]);
         let (m, fx) = run(m, vec![Event::Admit { at: t(0) }, started(MAIN, 0, 1), exited(MAIN, 0, 42, 2)]);
         assert_eq!(fx, [WriteStatus, Start(MAIN)]);
@@ -1210,6 +1624,437 @@ mod tests {
         assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
     }
 
+    fn probe(c: CRef, rc: u32, kind: ProbeKind, success: bool, at: i64) -> Event {
+        Event::Probe { c, restart_count: rc, kind, success, at: t(at) }
+    }
+
+    fn with_probes(mut c: ContainerSpec, f: impl FnOnce(&mut ProbeFlags)) -> ContainerSpec {
+        f(&mut c.probes);
+        c
+    }
+
+    /// (started, ready) as the status reports them.
+    fn started_ready(m: &PodMachine, c: CRef) -> (bool, bool) {
+        let s = m.status(&placement(), &mut ConditionClock::default(), t(0));
+        let list = if c.init { s.init_container_statuses.unwrap() } else { s.container_statuses.unwrap() };
+        let cs = &list[c.index];
+        (cs.started == Some(true), cs.ready)
+    }
+
+    #[test]
+    fn probes_drive_started_ready_and_kills() {
+        use ProbeKind::*;
+        let startup = |p: &mut ProbeFlags| {
+            p.startup = true;
+            p.startup_grace = Some(Duration::from_secs(5));
+        };
+        let readiness = |p: &mut ProbeFlags| p.readiness = true;
+        let liveness = |p: &mut ProbeFlags| p.liveness_grace = Some(Duration::from_secs(7));
+        let post_start = |p: &mut ProbeFlags| p.post_start = true;
+        type Flags = fn(&mut ProbeFlags);
+        // (behaviour, policy, probes, events after Admit+Started, (started, ready), last effects)
+        type Case = (&'static str, RestartPolicy, Flags, Vec<Event>, (bool, bool), Vec<Effect>);
+        let cases: Vec<Case> = vec![
+            (
+                "no_probe_is_started_and_ready_at_once",
+                RestartPolicy::Never,
+                |_| {},
+                vec![],
+                (true, true),
+                vec![WriteStatus],
+            ),
+            (
+                "startup_probe_holds_started_and_ready",
+                RestartPolicy::Never,
+                startup,
+                vec![],
+                (false, false),
+                vec![WriteStatus],
+            ),
+            (
+                "startup_success_starts_it",
+                RestartPolicy::Never,
+                startup,
+                vec![probe(MAIN, 0, Startup, true, 5)],
+                (true, true),
+                vec![WriteStatus],
+            ),
+            (
+                "startup_failure_kills_with_probe_grace",
+                RestartPolicy::Always,
+                startup,
+                vec![probe(MAIN, 0, Startup, false, 5)],
+                (false, false),
+                vec![Kill { c: MAIN, grace: Some(Duration::from_secs(5)) }],
+            ),
+            ("readiness_probe_holds_ready", RestartPolicy::Never, readiness, vec![], (true, false), vec![WriteStatus]),
+            (
+                "readiness_success_makes_ready",
+                RestartPolicy::Never,
+                readiness,
+                vec![probe(MAIN, 0, Readiness, true, 5)],
+                (true, true),
+                vec![WriteStatus],
+            ),
+            (
+                "readiness_failure_makes_unready",
+                RestartPolicy::Never,
+                readiness,
+                vec![probe(MAIN, 0, Readiness, true, 5), probe(MAIN, 0, Readiness, false, 6)],
+                (true, false),
+                vec![WriteStatus],
+            ),
+            (
+                "liveness_failure_kills_with_probe_grace",
+                RestartPolicy::Always,
+                liveness,
+                vec![probe(MAIN, 0, Liveness, false, 5)],
+                (true, true),
+                vec![Kill { c: MAIN, grace: Some(Duration::from_secs(7)) }],
+            ),
+            (
+                "stale_probe_results_are_ignored",
+                RestartPolicy::Always,
+                liveness,
+                vec![probe(MAIN, 3, Liveness, false, 5)],
+                (true, true),
+                vec![],
+            ),
+            ("post_start_holds_started", RestartPolicy::Never, post_start, vec![], (false, false), vec![WriteStatus]),
+            (
+                "post_start_done_starts_it",
+                RestartPolicy::Never,
+                post_start,
+                vec![Event::PostStart { c: MAIN, restart_count: 0, error: None, at: t(5) }],
+                (true, true),
+                vec![WriteStatus],
+            ),
+            (
+                "post_start_failure_kills",
+                RestartPolicy::Never,
+                post_start,
+                vec![Event::PostStart { c: MAIN, restart_count: 0, error: Some("x".into()), at: t(5) }],
+                (false, false),
+                vec![Kill { c: MAIN, grace: None }],
+            ),
+        ];
+        for (name, policy, flags, events, want, want_fx) in cases {
+            let m = pod(policy, vec![], vec![with_probes(spec("main", Regular), flags)]);
+            let mut all = vec![Event::Admit { at: t(0) }, started(MAIN, 0, 1)];
+            all.extend(events);
+            let (m, fx) = run(m, all);
+            assert_eq!(started_ready(&m, MAIN), want, "{name}");
+            assert_eq!(fx, want_fx, "{name}");
+        }
+    }
+
+    #[test]
+    fn liveness_kill_restarts_per_policy_and_probes_start_over() {
+        use ProbeKind::*;
+        let c = with_probes(spec("main", Regular), |p| p.startup = true);
+        // Always: the killed run is restarted; the new run is not Started until its own startup probe passes.
+        let (m, fx) = run(
+            pod(RestartPolicy::Always, vec![], vec![c.clone()]),
+            vec![
+                Event::Admit { at: t(0) },
+                started(MAIN, 0, 1),
+                probe(MAIN, 0, Startup, true, 2),
+                probe(MAIN, 0, Liveness, false, 3),
+                exited(MAIN, 0, 137, 4),
+            ],
+        );
+        assert_eq!(fx, [WriteStatus, Start(MAIN)]);
+        let (m, _) = step(m, started(MAIN, 1, 5));
+        assert_eq!((m.container(MAIN).restart_count, started_ready(&m, MAIN)), (1, (false, false)));
+        // Never: the pod fails.
+        let (m, _) = run(
+            pod(RestartPolicy::Never, vec![], vec![c]),
+            vec![
+                Event::Admit { at: t(0) },
+                started(MAIN, 0, 1),
+                probe(MAIN, 0, Liveness, false, 3),
+                exited(MAIN, 0, 137, 4),
+            ],
+        );
+        assert_eq!(m.stage, Stage::Failed);
+    }
+
+    #[test]
+    fn sidecar_startup_probe_gates_the_next_init_container() {
+        use ProbeKind::*;
+        let (side, i1) = (CRef::init(0), CRef::init(1));
+        let proxy = with_probes(spec("proxy", Sidecar), |p| p.startup = true);
+        let m = pod(RestartPolicy::Never, vec![proxy, spec("setup", Init)], vec![spec("main", Regular)]);
+        let (m, fx) = run(m, vec![Event::Admit { at: t(0) }, started(side, 0, 1)]);
+        // Running but not Started: the barrier holds.
+        assert_eq!(fx, [WriteStatus]);
+        assert_eq!((m.stage, started_ready(&m, side)), (Stage::Initializing { current: 0 }, (false, false)));
+        let s = m.status(&placement(), &mut ConditionClock::default(), t(1));
+        assert_eq!(
+            cond(&s, "Initialized").message.as_deref(),
+            Some("containers with incomplete status: [proxy setup]")
+        );
+        // A crash before it is Started: restarted, still gating.
+        let (m, fx) = step(m, exited(side, 0, 1, 2));
+        assert_eq!(fx, [WriteStatus, Start(side)]);
+        let (m, fx) = step(m, started(side, 1, 3));
+        assert_eq!(fx, [WriteStatus]);
+        // A result of the old run changes nothing.
+        let (m, fx) = step(m, probe(side, 0, Startup, true, 4));
+        assert_eq!(fx, []);
+        let (m, fx) = step(m, probe(side, 1, Startup, true, 5));
+        assert_eq!(fx, [WriteStatus, Start(i1)]);
+        assert_eq!(started_ready(&m, side), (true, true));
+        // Once passed, the barrier stays open.
+        let (m, _) = run(m, vec![started(i1, 0, 6), exited(i1, 0, 0, 7)]);
+        assert_eq!(m.stage, Stage::Running);
+        assert_eq!(m.container(MAIN).state, CState::Starting { stop: false });
+    }
+
+    #[test]
+    fn sidecars_stop_after_regular_containers_in_reverse_order() {
+        let (s0, s1) = (CRef::init(0), CRef::init(1));
+        let m = pod(RestartPolicy::Never, vec![spec("a", Sidecar), spec("b", Sidecar)], vec![spec("main", Regular)]);
+        let (m, _) = run(m, vec![Event::Admit { at: t(0) }, started(s0, 0, 1), started(s1, 0, 2), started(MAIN, 0, 3)]);
+        // Deletion: the regular container first.
+        let (m, fx) = step(m, Event::Delete { at: t(4) });
+        assert_eq!(fx, [Stop(MAIN), WriteStatus]);
+        // Then the last sidecar, then the first.
+        let (m, fx) = step(m, exited(MAIN, 0, 143, 5));
+        assert_eq!(fx, [WriteStatus, Stop(s1)]);
+        let (m, fx) = step(m, exited(s1, 0, 143, 6));
+        assert_eq!(fx, [WriteStatus, Stop(s0)]);
+        let (m, fx) = step(m, exited(s0, 0, 143, 7));
+        assert_eq!(fx, [WriteStatus, ConfirmDeletion]);
+        assert_eq!(m.stage, Stage::Failed);
+    }
+
+    fn restart_all_rule(c: &mut ContainerSpec, code: i32) {
+        c.restart_policy.get_or_insert(RestartPolicy::Never);
+        c.rules.push(RestartRule {
+            action: RuleAction::RestartAllContainers,
+            operator_in: Some(true),
+            values: vec![code],
+        });
+    }
+
+    /// proxy (sidecar), setup (init), main + other (regular; main restarts all on 42).
+    fn restart_all_pod() -> PodMachine {
+        let mut main = spec("main", Regular);
+        restart_all_rule(&mut main, 42);
+        pod(RestartPolicy::Never, vec![spec("proxy", Sidecar), spec("setup", Init)], vec![main, spec("other", Regular)])
+    }
+
+    const SIDE: CRef = CRef { init: true, index: 0 };
+    const SETUP: CRef = CRef { init: true, index: 1 };
+    const OTHER: CRef = CRef { init: false, index: 1 };
+
+    fn restart_all_running() -> PodMachine {
+        run(
+            restart_all_pod(),
+            vec![
+                Event::Admit { at: t(0) },
+                started(SIDE, 0, 1),
+                started(SETUP, 0, 2),
+                exited(SETUP, 0, 0, 3),
+                started(MAIN, 0, 4),
+                started(OTHER, 0, 4),
+            ],
+        )
+        .0
+    }
+
+    fn all_restarting(m: &PodMachine) -> Option<(String, Option<String>, Option<String>)> {
+        let s = m.status(&placement(), &mut ConditionClock::default(), t(0));
+        let c = s.conditions.unwrap().into_iter().find(|c| c.type_ == ALL_RESTARTING)?;
+        Some((c.status, c.reason, c.message))
+    }
+
+    #[test]
+    fn restart_all_containers_restarts_the_pod_in_place() {
+        let m = restart_all_running();
+        assert_eq!(all_restarting(&m), None);
+        // main exits 42: condition True, everything else killed at once (no grace, no preStop).
+        let (m, fx) = step(m, exited(MAIN, 0, 42, 10));
+        assert_eq!(fx, [WriteStatus, KillNow(SIDE), KillNow(OTHER)]);
+        assert_eq!(m.phase(), "Pending");
+        assert_eq!(
+            all_restarting(&m),
+            Some((
+                "True".into(),
+                Some("RestartAllContainersStarted".into()),
+                Some("container exited with restart policy rule".into())
+            ))
+        );
+        let (m, fx) = step(m, exited(OTHER, 0, 137, 11));
+        assert_eq!(fx, [WriteStatus]);
+        // The last one gone: condition False (no reason), and the pod starts over from init.
+        let (m, fx) = step(m, exited(SIDE, 0, 137, 12));
+        assert_eq!(fx, [WriteStatus, Start(SIDE)]);
+        assert_eq!(all_restarting(&m), Some(("False".into(), None, None)));
+        assert_eq!(m.stage, Stage::Initializing { current: 0 });
+        let s = m.status(&placement(), &mut ConditionClock::default(), t(12));
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(cond(&s, "Initialized").status, "True");
+        assert_eq!(cond(&s, "Ready").status, "False");
+        assert_eq!(cond(&s, "ContainersReady").status, "False");
+        // Every container that ran counts a restart and keeps its last termination.
+        for (c, code) in [(SIDE, 137), (SETUP, 0), (MAIN, 42), (OTHER, 137)] {
+            let run = m.container(c);
+            assert_eq!((run.restart_count, run.last.as_ref().map(|l| l.exit_code)), (1, Some(code)), "{c:?}");
+        }
+        // Init in order, sidecar gated, then the regular containers; Running again.
+        let (m, fx) = step(m, started(SIDE, 1, 13));
+        assert_eq!(fx, [WriteStatus, Start(SETUP)]);
+        let (m, fx) = run(m, vec![started(SETUP, 1, 14), exited(SETUP, 1, 0, 15)]);
+        assert_eq!(fx, [WriteStatus, Start(MAIN), Start(OTHER)]);
+        let (m, _) = step(m, started(MAIN, 1, 16));
+        assert_eq!(m.phase(), "Pending");
+        let (m, _) = step(m, started(OTHER, 1, 16));
+        assert_eq!((m.stage, m.phase()), (Stage::Running, "Running"));
+        // A second pod restart waits the triggering container's back-off.
+        let (m, fx) = step(m, exited(MAIN, 1, 42, 20));
+        assert_eq!(fx, [WriteStatus, KillNow(SIDE), KillNow(OTHER)]);
+        let (m, _) = run(m, vec![exited(OTHER, 1, 137, 21), exited(SIDE, 1, 137, 22)]);
+        assert_eq!(m.stage, Stage::Restarting { until: t(10_020) });
+        assert_eq!(m.next_wakeup(), Some(t(10_020)));
+        assert_eq!(all_restarting(&m).unwrap().0, "False");
+        let (m, fx) = step(m, Event::Tick { at: t(10_020) });
+        assert_eq!(fx, [Start(SIDE), WriteStatus]);
+        assert!(m.init.iter().chain(&m.containers).all(|c| c.restart_count == 2));
+        // A completed pod reports PodCompleted.
+        let (m, _) = run(m, vec![started(SIDE, 2, 30), started(SETUP, 2, 31), exited(SETUP, 2, 0, 32)]);
+        let (m, _) =
+            run(m, vec![started(MAIN, 2, 33), started(OTHER, 2, 33), exited(MAIN, 2, 0, 34), exited(OTHER, 2, 0, 35)]);
+        assert_eq!(m.stage, Stage::Succeeded);
+        assert_eq!(all_restarting(&m), Some(("False".into(), Some("PodCompleted".into()), None)));
+    }
+
+    #[test]
+    fn restart_all_containers_edge_cases() {
+        // Deletion during the restart: no restart, the pod fails; condition PodFailed.
+        let (m, _) = step(restart_all_running(), exited(MAIN, 0, 42, 10));
+        let (m, fx) = step(m, Event::Delete { at: t(11) });
+        assert_eq!(fx, [WriteStatus]);
+        let (m, fx) = run(m, vec![exited(OTHER, 0, 137, 12), exited(SIDE, 0, 137, 13)]);
+        assert_eq!(fx, [WriteStatus, ConfirmDeletion]);
+        assert_eq!(m.stage, Stage::Failed);
+        assert_eq!(all_restarting(&m), Some(("False".into(), Some("PodFailed".into()), None)));
+        assert!(m.containers.iter().all(|c| c.restart_count == 0));
+
+        // A non-matching exit code: the container policy (Never) applies.
+        let (m, _) = step(restart_all_running(), exited(MAIN, 0, 1, 10));
+        assert_eq!((m.stage, all_restarting(&m)), (Stage::Running, None));
+
+        // On an init container; the regular containers never ran, so their counts stay 0.
+        let mut setup = spec("setup", Init);
+        restart_all_rule(&mut setup, 3);
+        let m = pod(RestartPolicy::Never, vec![setup], vec![spec("main", Regular)]);
+        let (m, fx) =
+            run(m, vec![Event::Admit { at: t(0) }, started(CRef::init(0), 0, 1), exited(CRef::init(0), 0, 3, 2)]);
+        assert_eq!(fx, [WriteStatus, Start(CRef::init(0))]);
+        assert_eq!((m.container(CRef::init(0)).restart_count, m.container(MAIN).restart_count), (1, 0));
+
+        // On a sidecar; a container starting when the restart begins is killed once up.
+        let mut proxy = spec("proxy", Sidecar);
+        restart_all_rule(&mut proxy, 9);
+        let m = pod(RestartPolicy::Never, vec![proxy], vec![spec("main", Regular)]);
+        let (m, fx) = run(m, vec![Event::Admit { at: t(0) }, started(SIDE, 0, 1), exited(SIDE, 0, 9, 2)]);
+        assert_eq!(fx, [WriteStatus]);
+        assert!(matches!(m.stage, Stage::Restarting { .. }));
+        let (m, fx) = step(m, started(MAIN, 0, 3));
+        assert_eq!(fx, [KillNow(MAIN), WriteStatus]);
+        let (m, fx) = step(m, exited(MAIN, 0, 137, 4));
+        assert_eq!(fx, [WriteStatus, Start(SIDE)]);
+        assert_eq!(m.container(MAIN).restart_count, 1);
+
+        // The alias RestartPod parses as RestartAllContainers.
+        assert_eq!(RuleAction::parse("RestartPod"), RuleAction::RestartAllContainers);
+        assert_eq!(RuleAction::parse("Restart"), RuleAction::Restart);
+        assert_eq!(RuleAction::parse("Frobnicate"), RuleAction::Other);
+    }
+
+    #[test]
+    fn backoff_reset_is_configurable() {
+        // (reset after, gap between the two failures in ms, restart immediate?)
+        let cases = [("within_reset_backs_off", 600, 100_000, false), ("after_reset_starts_over", 60, 100_000, true)];
+        for (name, reset, gap, immediate) in cases {
+            let mut m = one(RestartPolicy::Always);
+            m.backoff.reset = Duration::from_secs(reset);
+            let (m, _) = run(m, vec![Event::Admit { at: t(0) }, started(MAIN, 0, 1), exited(MAIN, 0, 1, 2)]);
+            let (m, fx) = run(m, vec![started(MAIN, 1, 3), exited(MAIN, 1, 1, 2 + gap)]);
+            assert_eq!(fx.contains(&Start(MAIN)), immediate, "{name}");
+            assert_eq!(m.container(MAIN).restart_count, if immediate { 2 } else { 1 }, "{name}");
+        }
+    }
+
+    #[test]
+    fn after_agent_restart_table() {
+        let s = |v: serde_json::Value| -> PodStatus { serde_json::from_value(v).unwrap() };
+        let spec_ = PodSpecSummary {
+            restart_policy: RestartPolicy::Never,
+            init: vec![spec("setup", Init)],
+            containers: vec![spec("main", Regular)],
+            active_deadline: None,
+        };
+        let backoff =
+            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let running = serde_json::json!({"running": {"startedAt": "2024-01-01T00:00:00Z"}});
+        let done = serde_json::json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
+        let waiting = serde_json::json!({"waiting": {"reason": "PodInitializing"}});
+        // (behaviour, status, failed?, main's (code, reason) when failed)
+        let cases = vec![
+            ("nothing_reported_starts_normally", s(serde_json::json!({"phase": "Pending"})), None),
+            (
+                "init_not_started_starts_normally",
+                s(
+                    serde_json::json!({"phase": "Pending", "initContainerStatuses": [{"name": "setup", "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": waiting}]}),
+                ),
+                None,
+            ),
+            (
+                "running_main_is_lost",
+                s(serde_json::json!({"phase": "Running",
+                    "initContainerStatuses": [{"name": "setup", "image": "", "imageID": "", "ready": true, "restartCount": 0, "state": done}],
+                    "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": true, "restartCount": 2, "containerID": "sim://1", "state": running}]})),
+                Some((137, LOST_CONTAINER_REASON.to_string(), 2)),
+            ),
+            (
+                "running_init_is_lost_main_stays_waiting",
+                s(serde_json::json!({"phase": "Pending",
+                    "initContainerStatuses": [{"name": "setup", "image": "", "imageID": "", "ready": false, "restartCount": 0, "containerID": "sim://2", "state": running}],
+                    "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": false, "restartCount": 0, "state": waiting}]})),
+                Some((-1, String::new(), 0)),
+            ),
+        ];
+        for (name, status, want) in cases {
+            let m = PodMachine::after_agent_restart(spec_.clone(), backoff, &status, t(100));
+            match (m, want) {
+                (None, None) => {}
+                (Some(m), Some((code, reason, rc))) => {
+                    assert_eq!(m.stage, Stage::Failed, "{name}");
+                    let out = m.status(&placement(), &mut ConditionClock::default(), t(100));
+                    assert_eq!(out.phase.as_deref(), Some("Failed"), "{name}");
+                    assert_eq!(out.message.as_deref(), Some(LOST_POD_MESSAGE), "{name}");
+                    assert_eq!(out.reason, None, "{name}");
+                    let main = &out.container_statuses.unwrap()[0];
+                    if code < 0 {
+                        assert_eq!(terminated_code(&m, MAIN), None, "{name}");
+                        let it = terminated_code(&m, CRef::init(0)).unwrap();
+                        assert_eq!(it, (137, LOST_CONTAINER_REASON.into()), "{name}");
+                        assert!(main.state.as_ref().unwrap().waiting.is_some(), "{name}");
+                    } else {
+                        let t = main.state.clone().unwrap().terminated.unwrap();
+                        assert_eq!((t.exit_code, t.reason.unwrap(), main.restart_count), (code, reason, rc), "{name}");
+                        assert_eq!(t.message.as_deref(), Some(LOST_CONTAINER_MESSAGE), "{name}");
+                        assert_eq!(terminated_code(&m, CRef::init(0)), Some((0, "Completed".into())), "{name}");
+                    }
+                }
+                (m, want) => panic!("{name}: got {:?}, want {want:?}", m.map(|m| m.stage)),
+            }
+        }
+    }
+
     fn placement() -> Placement {
         Placement {
             namespace: "ns".into(),
@@ -1278,7 +2123,10 @@ mod tests {
         assert_eq!(s.restart_policy, RestartPolicy::OnFailure);
         assert_eq!(s.active_deadline, Some(Duration::from_secs(30)));
         assert_eq!(s.init.iter().map(|c| c.kind).collect::<Vec<_>>(), [Sidecar, Init]);
-        assert_eq!(s.containers[0].rules, [RestartRule { restart: true, operator_in: Some(true), values: vec![42] }]);
+        assert_eq!(
+            s.containers[0].rules,
+            [RestartRule { action: RuleAction::Restart, operator_in: Some(true), values: vec![42] }]
+        );
         assert_eq!(s.containers[0].image, "busybox");
         assert_eq!(PodSpecSummary::of(&Pod::default()).restart_policy, RestartPolicy::Always);
     }

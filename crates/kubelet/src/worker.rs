@@ -1,10 +1,18 @@
 //! The per-pod worker: one task per pod bound to the node. It owns the pod's [`PodMachine`],
 //! turns the world (pod updates, container exits, timers) into events, and carries out the
 //! effects (runtime calls, status writes, deletion confirmation). Writes wait while the node is
-//! failed. A pod found already finished is left alone (only its deletion is confirmed); an
-//! unfinished pod found at start (an agent restart) is run again from the beginning.
+//! failed. A pod found already finished is left alone (only its deletion is confirmed). An
+//! unfinished pod found at start (an agent restart) whose status shows started containers is
+//! marked Failed (its processes went with the old agent, see
+//! [`PodMachine::after_agent_restart`]); one that had started nothing is started normally.
+//!
+//! Per container run, a prober task ([`crate::probe::supervise`]) runs the postStart hook and the
+//! probes and sends their result changes back as events; it is aborted when the run ends. A
+//! graceful stop runs the container's preStop hook first (in a task of its own), bounded by the
+//! grace period, then kills with what is left of it (at least
+//! [`AgentConfig::min_kill_grace_after_pre_stop`](crate::AgentConfig) after a preStop hook).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,12 +23,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
+use tokio::task::AbortHandle;
 
 use crate::NodeContext;
 use crate::node::FIELD_MANAGER;
 use crate::pod::{Backoff, CRef, ConditionClock, Effect, Event, Placement, PodMachine, PodSpecSummary, step};
-use crate::runtime::{ContainerId, ExitStatus, PodResources, StartRequest, log_path};
+use crate::probe::{Action, ContainerProbes, Target};
+use crate::runtime::{ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
 
 type Exit = BoxFuture<'static, (CRef, u32, ExitStatus)>;
 
@@ -41,6 +51,15 @@ struct Worker {
     /// The pod had finished before this worker saw it: its status is not ours to rewrite.
     adopted_finished: bool,
     resources: Arc<PodResources>,
+    /// The prober task of each container's current run, by run number.
+    probers: HashMap<CRef, (u32, AbortHandle)>,
+    probe_tx: mpsc::UnboundedSender<Event>,
+    /// preStop hooks under way (aborted if the pod is abandoned).
+    stoppers: Vec<AbortHandle>,
+    /// When the pod's grace period ends (set by its first graceful stop).
+    term_deadline: Option<tokio::time::Instant>,
+    /// Runs whose preStop hook already ran (sidecars' run beside the regular containers').
+    pre_stopped: HashSet<(CRef, u32)>,
 }
 
 enum Flush {
@@ -59,6 +78,22 @@ fn deleting(pod: &Pod) -> bool {
 impl Worker {
     fn machine(&self) -> &PodMachine {
         self.machine.as_ref().expect("the machine is only taken during a step")
+    }
+
+    fn container_spec(&self, c: CRef) -> k8s_openapi::api::core::v1::Container {
+        let spec = self.pod.spec.as_ref();
+        if c.init {
+            spec.and_then(|s| s.init_containers.as_ref()).and_then(|v| v.get(c.index).cloned())
+        } else {
+            spec.and_then(|s| s.containers.get(c.index).cloned())
+        }
+        .unwrap_or_default()
+    }
+
+    /// The pod's `terminationGracePeriodSeconds` (probe and hook kills without their own).
+    fn spec_grace(&self) -> Duration {
+        let secs = self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+        Duration::from_secs(secs.max(0) as u64)
     }
 
     fn grace(&self) -> Duration {
@@ -81,9 +116,27 @@ impl Worker {
                 match e {
                     Effect::Start(c) => queue.push_back(self.start(c).await),
                     Effect::Stop(c) => {
-                        if let Some(id) = &self.machine().container(c).container_id {
-                            self.ctx.runtime.kill(&ContainerId(id.clone()), self.grace());
+                        let now = tokio::time::Instant::now();
+                        let first = self.term_deadline.is_none();
+                        let deadline = *self.term_deadline.get_or_insert(now + self.grace());
+                        let mut grace = deadline.saturating_duration_since(now);
+                        if grace.is_zero() && !self.grace().is_zero() {
+                            // The pod's grace period is over (sidecars stopped last): a short window.
+                            grace = self.ctx.cfg.min_kill_grace_after_pre_stop;
                         }
+                        if first {
+                            self.pre_stop_sidecars(c, grace);
+                        }
+                        self.stop_probes(c);
+                        self.stop(c, grace, true);
+                    }
+                    Effect::Kill { c, grace } => {
+                        let grace = grace.unwrap_or_else(|| self.spec_grace());
+                        self.stop(c, grace, true);
+                    }
+                    Effect::KillNow(c) => {
+                        self.stop_probes(c);
+                        self.stop(c, Duration::ZERO, false);
                     }
                     Effect::WriteStatus => self.dirty = !self.adopted_finished,
                     Effect::ConfirmDeletion => self.delete_pending = true,
@@ -92,17 +145,82 @@ impl Worker {
         }
     }
 
+    fn target(&self, c: CRef, id: String) -> Target {
+        Target {
+            runtime: self.ctx.runtime.clone(),
+            id: ContainerId(id),
+            pod_ip: self.placement.pod_ip.clone(),
+            container: self.container_spec(c),
+        }
+    }
+
+    fn stop_probes(&mut self, c: CRef) {
+        if let Some((_, h)) = self.probers.remove(&c) {
+            h.abort();
+        }
+    }
+
+    /// Stops a run: its preStop hook first when `pre_stop` (and it has one, and it has not run
+    /// yet), bounded by `grace`, then a kill with the rest of `grace`.
+    fn stop(&mut self, c: CRef, grace: Duration, pre_stop: bool) {
+        let run = self.machine().container(c);
+        let Some(id) = run.container_id.clone() else { return };
+        let restart_count = run.restart_count;
+        let hook = self.container_spec(c).lifecycle.and_then(|l| l.pre_stop).map(|h| Action::of_handler(&h));
+        // No grace (a force deletion): no hook either.
+        let hook = hook.filter(|_| pre_stop && !grace.is_zero() && self.pre_stopped.insert((c, restart_count)));
+        let Some(hook) = hook else {
+            self.ctx.runtime.kill(&ContainerId(id), grace);
+            return;
+        };
+        let target = self.target(c, id);
+        let min = self.ctx.cfg.min_kill_grace_after_pre_stop;
+        let task = tokio::spawn(async move {
+            let began = tokio::time::Instant::now();
+            if let Err(e) = crate::probe::run_handler(&target, &hook, grace).await {
+                tracing::info!(container = %target.container.name, error = %e, "preStop hook failed");
+            }
+            let rest = grace.saturating_sub(began.elapsed()).max(min);
+            target.runtime.kill(&target.id, rest);
+        });
+        self.stoppers.push(task.abort_handle());
+    }
+
+    /// At the start of a pod's termination, the sidecars' preStop hooks run beside the regular
+    /// containers' (§4.4); the sidecars themselves are stopped last.
+    fn pre_stop_sidecars(&mut self, stopping: CRef, grace: Duration) {
+        let m = self.machine();
+        let sidecars: Vec<(CRef, u32, String)> = (0..m.init.len())
+            .map(CRef::init)
+            .filter(|c| *c != stopping)
+            .filter_map(|c| {
+                let run = m.container(c);
+                let running = matches!(run.state, crate::pod::CState::Running { stopping: false, .. });
+                (run.spec.kind == ContainerKind::Sidecar && running)
+                    .then(|| Some((c, run.restart_count, run.container_id.clone()?)))
+                    .flatten()
+            })
+            .collect();
+        for (c, rc, id) in sidecars {
+            let Some(hook) = self.container_spec(c).lifecycle.and_then(|l| l.pre_stop) else { continue };
+            self.pre_stopped.insert((c, rc));
+            let target = self.target(c, id);
+            let hook = Action::of_handler(&hook);
+            let task = tokio::spawn(async move {
+                if let Err(e) = crate::probe::run_handler(&target, &hook, grace).await {
+                    tracing::info!(container = %target.container.name, error = %e, "preStop hook failed");
+                }
+            });
+            self.stoppers.push(task.abort_handle());
+        }
+    }
+
     async fn start(&mut self, c: CRef) -> Event {
         let run = self.machine().container(c);
         let restart_count = run.restart_count;
         let kind = run.spec.kind;
-        let spec = self.pod.spec.as_ref();
-        let container = if c.init {
-            spec.and_then(|s| s.init_containers.as_ref()).map(|v| v[c.index].clone())
-        } else {
-            spec.map(|s| s.containers[c.index].clone())
-        }
-        .unwrap_or_default();
+        let container = self.container_spec(c);
+        let probes = ContainerProbes::of(&container);
         let p = &self.placement;
         let log = self
             .ctx
@@ -125,6 +243,13 @@ impl Worker {
             Ok(started) => {
                 let exit = started.exit;
                 self.exits.push(async move { (c, restart_count, exit.await) }.boxed());
+                self.stop_probes(c);
+                if !probes.is_empty() {
+                    let target = self.target(c, started.id.0.clone());
+                    let began = tokio::time::Instant::now();
+                    let task = crate::probe::supervise(target, probes, c, restart_count, began, self.probe_tx.clone());
+                    self.probers.insert(c, (restart_count, tokio::spawn(task).abort_handle()));
+                }
                 Event::Started { c, restart_count, id: started.id.0, ready: started.ready, at: Timestamp::now() }
             }
             Err(e) => Event::StartFailed { c, restart_count, message: e.0, at: Timestamp::now() },
@@ -140,6 +265,15 @@ impl Worker {
         if self.dirty {
             let m = self.machine.as_ref().expect("machine present");
             let status = m.status(&self.placement, &mut self.clock, Timestamp::now());
+            let mut status = serde_json::to_value(&status).unwrap_or_default();
+            // Conditions merge by type: a reason or message that no longer applies is removed.
+            if let Some(conds) = status.get_mut("conditions").and_then(|c| c.as_array_mut()) {
+                for c in conds.iter_mut().filter_map(|c| c.as_object_mut()) {
+                    for key in ["reason", "message"] {
+                        c.entry(key).or_insert(serde_json::Value::Null);
+                    }
+                }
+            }
             let patch = Patch::Strategic(json!({"status": status}));
             match self.api.patch_status(&self.placement.name, &PatchParams::apply(FIELD_MANAGER), &patch).await {
                 Ok(_) => self.dirty = false,
@@ -171,6 +305,12 @@ impl Worker {
 
     /// Stops whatever still runs (the pod is gone or the agent shuts down).
     fn abandon(&mut self) {
+        for (_, (_, h)) in self.probers.drain() {
+            h.abort();
+        }
+        for h in self.stoppers.drain(..) {
+            h.abort();
+        }
         let m = self.machine();
         for c in m.init.iter().chain(&m.containers) {
             if matches!(c.state, crate::pod::CState::Running { .. })
@@ -201,15 +341,25 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         host_ip: ctx.node_ip.clone(),
         pod_ip: status.pod_ip.clone().filter(|ip| !ip.is_empty()).unwrap_or_else(|| ctx.runtime.pod_ip()),
     };
-    let backoff = Backoff { base: ctx.cfg.restart_backoff_base, max: ctx.cfg.restart_backoff_max };
+    let backoff = Backoff {
+        base: ctx.cfg.restart_backoff_base,
+        max: ctx.cfg.restart_backoff_max,
+        reset: ctx.cfg.restart_backoff_reset,
+    };
     let spec = PodSpecSummary::of(&pod);
     let phase = status.phase.as_deref();
     let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    let lost =
+        if finished { None } else { PodMachine::after_agent_restart(spec.clone(), backoff, &status, Timestamp::now()) };
+    let was_lost = lost.is_some();
     let machine = if finished {
         PodMachine::finished(spec, backoff, phase == Some("Succeeded"))
+    } else if let Some(m) = lost {
+        m
     } else {
         PodMachine::new(spec, backoff)
     };
+    let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
     let mut w = Worker {
         api: Api::namespaced(ctx.client.clone(), &placement.namespace),
         clock: ConditionClock::from_conditions(status.conditions.as_deref().unwrap_or_default()),
@@ -218,13 +368,21 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         machine: Some(machine),
         placement,
         exits: FuturesUnordered::new(),
-        dirty: false,
+        dirty: was_lost,
         delete_pending: false,
         retry_at: None,
         adopted_finished: finished,
         resources: Arc::default(),
+        probers: HashMap::new(),
+        probe_tx,
+        stoppers: Vec::new(),
+        term_deadline: None,
+        pre_stopped: HashSet::new(),
     };
-    if !finished && !deleting(&pod) {
+    if was_lost {
+        tracing::info!(pod = %w.placement.name, "the pod's containers are gone after an agent restart: failing it");
+    }
+    if !finished && !was_lost && !deleting(&pod) {
         match crate::resources::fetch(&ctx.client, &pod).await {
             Ok(r) => w.resources = Arc::new(r),
             Err(e) => tracing::warn!(pod = %w.placement.name, error = %e, "reading the pod's ConfigMaps and Secrets"),
@@ -255,6 +413,9 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
                 }
             }
             Some((c, restart_count, exit)) = w.exits.next(), if !w.exits.is_empty() => {
+                if w.probers.get(&c).is_some_and(|(rc, _)| *rc == restart_count) {
+                    w.stop_probes(c);
+                }
                 w.handle(Event::Exited {
                     c,
                     restart_count,
@@ -265,6 +426,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
                 })
                 .await;
             }
+            Some(ev) = probe_rx.recv() => w.handle(ev).await,
             _ = sleep_until_ts(wake.unwrap_or_else(Timestamp::now)), if wake.is_some() => {
                 w.handle(Event::Tick { at: Timestamp::now() }).await;
             }

@@ -51,6 +51,8 @@ impl Env {
             status_update_interval: Duration::from_millis(100),
             restart_backoff_base: Duration::from_millis(20),
             restart_backoff_max: Duration::from_millis(100),
+            restart_backoff_reset: Duration::from_secs(600),
+            min_kill_grace_after_pre_stop: Duration::from_millis(100),
             default_run_duration: Duration::from_millis(20),
             log_dir: Some(self.logs.path().to_path_buf()),
         }
@@ -62,6 +64,11 @@ impl Env {
 
     fn pods(&self) -> Api<Pod> {
         Api::namespaced(self.client.clone(), "default")
+    }
+
+    async fn create(&self, pod: serde_json::Value) -> Pod {
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        self.pods().create(&PostParams::default(), &pod).await.unwrap()
     }
 
     async fn create_pod(&self, name: &str, node: &str, policy: &str, annotations: serde_json::Value) -> Pod {
@@ -440,4 +447,183 @@ async fn many_nodes_in_one_process() {
     for h in handles {
         h.shutdown().await;
     }
+}
+
+fn status_of<'a>(p: &'a Pod, name: &str) -> &'a ContainerStatus {
+    let s = p.status.as_ref().unwrap();
+    s.init_container_statuses
+        .iter()
+        .flatten()
+        .chain(s.container_statuses.iter().flatten())
+        .find(|c| c.name == name)
+        .unwrap()
+}
+
+fn has_condition(p: &Pod, type_: &str) -> bool {
+    p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == type_))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_restart_fails_pods_whose_containers_had_started() {
+    let env = Env::new();
+    let first = env.node("n1").await;
+    let pods = env.pods();
+    env.create_pod("long", "n1", "Always", json!({"sim.jobset.x-k8s.io/duration": "forever"})).await;
+    wait(&pods, "long", "running", |p: Option<&Pod>| p.is_some_and(|p| phase(p) == Some("Running"))).await;
+    first.shutdown().await;
+    assert_eq!(env.runtime.running(), 0, "the old agent's containers are gone");
+    // Bound while no agent runs: nothing of it started.
+    env.create_pod("fresh", "n1", "Never", json!({"sim.jobset.x-k8s.io/duration": "50ms"})).await;
+
+    let _second = env.node("n1").await;
+    let p =
+        wait(&pods, "long", "failed", |p: Option<&Pod>| p.is_some_and(|p| phase(p) == Some("Failed"))).await.unwrap();
+    let status = p.status.as_ref().unwrap();
+    assert_eq!(status.message.as_deref(), Some("the node agent restarted and the pod's containers are gone"));
+    assert_eq!(status.reason, None);
+    let cs = main_status(&p);
+    let t = cs.state.as_ref().unwrap().terminated.as_ref().unwrap();
+    assert_eq!(
+        (t.exit_code, t.reason.as_deref(), t.message.as_deref()),
+        (137, Some("ContainerStatusUnknown"), Some("The container could not be located when the pod was terminated"))
+    );
+    assert_eq!(cs.restart_count, 0);
+    assert!(t.started_at.is_some() && t.container_id.is_some());
+    assert_eq!(condition(&p, "Ready").0, "False");
+    // The pod that had not started runs normally.
+    let p = wait(&pods, "fresh", "finished", finished).await.unwrap();
+    assert_eq!(phase(&p), Some("Succeeded"));
+    assert_eq!(main_status(&p).state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 0);
+    // Nothing of the failed pod runs.
+    assert_eq!(env.runtime.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_all_containers_restarts_the_pod_in_place() {
+    let env = Env::new();
+    let _n = env.node("n1").await;
+    let pods = env.pods();
+    let mut events = watch_pod(&pods, "ra").await;
+    let created = env
+        .create(json!({
+            "metadata": {"name": "ra", "annotations": {
+                "sim.jobset.x-k8s.io/exit-code-main": "42",
+                "sim.jobset.x-k8s.io/fail-attempts": "1",
+                "sim.jobset.x-k8s.io/duration-main": "100ms",
+            }},
+            "spec": {
+                "nodeName": "n1",
+                "restartPolicy": "Never",
+                "initContainers": [
+                    {"name": "proxy", "image": "busybox", "restartPolicy": "Always"},
+                    {"name": "setup", "image": "busybox"}
+                ],
+                "containers": [{"name": "main", "image": "busybox", "restartPolicy": "Never",
+                    "restartPolicyRules": [{"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}]}]
+            }
+        }))
+        .await;
+    // (condition status, reason, phase) as they change.
+    let mut seen: Vec<(String, Option<String>, String)> = vec![];
+    let done = tokio::time::timeout(TIMEOUT, async {
+        while let Some(e) = events.next().await {
+            let watcher::Event::Apply(p) = e else { continue };
+            if let Some(c) = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "AllContainersRestarting"))
+            {
+                let entry = (c.status.clone(), c.reason.clone(), phase(&p).unwrap_or_default().to_string());
+                if seen.last() != Some(&entry) {
+                    seen.push(entry);
+                }
+            }
+            if finished(Some(&p)) {
+                return p;
+            }
+        }
+        panic!("watch ended")
+    })
+    .await
+    .expect("the pod finishes");
+    let entries: Vec<(&str, Option<&str>)> = seen.iter().map(|(s, r, _)| (s.as_str(), r.as_deref())).collect();
+    assert_eq!(entries.first(), Some(&("True", Some("RestartAllContainersStarted"))), "{seen:?}");
+    assert!(entries.contains(&("False", None)), "{seen:?}");
+    assert_eq!(entries.last(), Some(&("False", Some("PodCompleted"))), "{seen:?}");
+    assert!(seen.iter().any(|(s, _, ph)| s == "False" && ph == "Pending"), "Pending during the restart: {seen:?}");
+    assert_eq!(phase(&done), Some("Succeeded"));
+    assert_eq!(done.metadata.uid, created.metadata.uid);
+    for name in ["proxy", "setup", "main"] {
+        assert_eq!(status_of(&done, name).restart_count, 1, "{name}");
+    }
+    let last = status_of(&done, "main").last_state.clone().unwrap().terminated.unwrap();
+    assert_eq!(last.exit_code, 42);
+    let last = status_of(&done, "setup").last_state.clone().unwrap().terminated.unwrap();
+    assert_eq!(last.exit_code, 0);
+    assert_eq!(condition(&done, "Initialized").0, "True");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn probes_and_hooks_pass_with_the_simulated_runtime() {
+    let env = Env::new();
+    let _n = env.node("n1").await;
+    let pods = env.pods();
+    let probes = json!({
+        "startupProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
+        "readinessProbe": {"httpGet": {"port": "http", "path": "/ready"}, "periodSeconds": 1},
+        "livenessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 1},
+        "lifecycle": {"postStart": {"exec": {"command": ["true"]}}, "preStop": {"sleep": {"seconds": 0}}},
+        "ports": [{"name": "http", "containerPort": 8080}]
+    });
+    let with = |name: &str, extra: serde_json::Value| {
+        let mut c = probes.clone();
+        c["name"] = json!(name);
+        c["image"] = json!("busybox");
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    env.create(json!({
+        "metadata": {"name": "probed", "annotations": {"sim.jobset.x-k8s.io/duration": "forever"}},
+        "spec": {
+            "nodeName": "n1",
+            "restartPolicy": "Never",
+            "initContainers": [with("proxy", json!({"restartPolicy": "Always"}))],
+            "containers": [with("main", json!({}))]
+        }
+    }))
+    .await;
+    let ready = |p: Option<&Pod>| p.is_some_and(|p| has_condition(p, "Ready") && condition(p, "Ready").0 == "True");
+    let p = wait(&pods, "probed", "ready", ready).await.unwrap();
+    for name in ["proxy", "main"] {
+        let cs = status_of(&p, name);
+        assert_eq!((cs.started, cs.ready, cs.restart_count), (Some(true), true, 0), "{name}");
+    }
+    assert_eq!(condition(&p, "ContainersReady").0, "True");
+    // Deletion runs the preStop hooks and stops everything.
+    pods.delete("probed", &DeleteParams::default()).await.unwrap();
+    wait(&pods, "probed", "gone", |p: Option<&Pod>| p.is_none()).await;
+    assert_eq!(env.runtime.running(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_never_ready_container_keeps_the_pod_unready_with_a_passing_probe() {
+    let env = Env::new();
+    let _n = env.node("n1").await;
+    env.create(json!({
+        "metadata": {"name": "nr", "annotations": {"sim.jobset.x-k8s.io/duration": "forever", "sim.jobset.x-k8s.io/never-ready": "true"}},
+        "spec": {"nodeName": "n1", "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
+            "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1}}]}
+    }))
+    .await;
+    let started = |p: Option<&Pod>| {
+        p.is_some_and(|p| {
+            p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).is_some_and(|c| c[0].started == Some(true))
+        })
+    };
+    let p = wait(&env.pods(), "nr", "started", started).await.unwrap();
+    assert_eq!(phase(&p), Some("Running"));
+    assert_eq!(condition(&p, "Ready"), ("False", Some("ContainersNotReady")));
 }

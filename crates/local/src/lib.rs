@@ -64,6 +64,7 @@ impl LocalConfig {
         c.agent.status_update_interval = Duration::from_millis(200);
         c.agent.restart_backoff_base = Duration::from_millis(10);
         c.agent.restart_backoff_max = Duration::from_millis(100);
+        c.agent.restart_backoff_reset = Duration::from_millis(200);
         c.agent.default_run_duration = Duration::from_millis(20);
         c.job.sync.backoff.base = Duration::from_millis(10);
         c.job.sync.backoff.max = Duration::from_millis(100);
