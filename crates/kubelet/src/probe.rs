@@ -6,7 +6,7 @@
 //! - [`Tracker`]: the pure threshold logic (a result is reported only after `successThreshold`
 //!   consecutive successes or `failureThreshold` consecutive failures, and only when it changes);
 //! - [`run_action`]/[`run_handler`]: one probe or hook attempt (`exec` through
-//!   [`Runtime::exec`], `httpGet` with a small HTTP/1.1 client, `tcpSocket`, `sleep`; `grpc`
+//!   [`Runtime::exec`], `httpGet` (hyper's HTTP/1.1 client), `tcpSocket`, `sleep`; `grpc`
 //!   is not supported and fails with a message). When the runtime is not [`Runtime::reachable`]
 //!   (simulated containers listen nowhere), network actions succeed at once;
 //! - [`supervise`]: the async loop of one container run, spawned by the pod worker when the run
@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, HTTPGetAction, LifecycleHandler, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use crate::pod::{CRef, Event, ProbeKind};
@@ -231,41 +230,32 @@ fn address(host: &str, port: u16) -> String {
     if host.contains(':') && !host.starts_with('[') { format!("[{host}]:{port}") } else { format!("{host}:{port}") }
 }
 
+/// One GET over a fresh HTTP/1.1 connection (kubelet's probe client does not reuse them); the
+/// response status.
 async fn http_get(addr: &str, host_header: &str, path: &str, headers: &[(String, String)]) -> Result<u16, String> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("dial {addr}: {e}"))?;
+    let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("dial {addr}: {e}"))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    let conn = tokio::spawn(conn);
     let path = if path.starts_with('/') { path.to_string() } else { format!("/{path}") };
-    let mut req = format!("GET {path} HTTP/1.1\r\n");
+    let mut req = http::Request::get(path);
     let has = |n: &str| headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(n));
-    if !has("host") {
-        req.push_str(&format!("Host: {host_header}\r\n"));
-    }
-    if !has("user-agent") {
-        req.push_str("User-Agent: kube-probe/1.36\r\n");
-    }
-    if !has("accept") {
-        req.push_str("Accept: */*\r\n");
+    for (name, default) in [("host", host_header), ("user-agent", "kube-probe/1.36"), ("accept", "*/*")] {
+        if !has(name) {
+            req = req.header(name, default);
+        }
     }
     for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
+        req = req.header(k.as_str(), v.as_str());
     }
-    req.push_str("Connection: close\r\n\r\n");
-    stream.write_all(req.as_bytes()).await.map_err(|e| format!("write to {addr}: {e}"))?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(2).any(|w| w == b"\r\n") && buf.len() < 8192 {
-        let n = stream.read(&mut chunk).await.map_err(|e| format!("read from {addr}: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let line = String::from_utf8_lossy(&buf);
-    let line = line.lines().next().unwrap_or_default();
-    let mut parts = line.split_whitespace();
-    match (parts.next(), parts.next().and_then(|c| c.parse::<u16>().ok())) {
-        (Some(v), Some(code)) if v.starts_with("HTTP/") => Ok(code),
-        _ => Err(format!("malformed HTTP response from {addr}: {line:?}")),
-    }
+    let req = req
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .map_err(|e| format!("building the request to {addr}: {e}"))?;
+    let status =
+        sender.send_request(req).await.map(|r| r.status().as_u16()).map_err(|e| format!("GET from {addr}: {e}"));
+    conn.abort();
+    status
 }
 
 /// One attempt of `action` against `target`, bounded by `timeout`. `Ok` is success.
@@ -536,6 +526,7 @@ mod tests {
         let seen = Arc::new(std::sync::Mutex::new(vec![]));
         let s = seen.clone();
         tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
             while let Ok((mut sock, _)) = l.accept().await {
                 let mut buf = vec![0u8; 4096];
                 let n = sock.read(&mut buf).await.unwrap_or(0);
@@ -579,7 +570,8 @@ mod tests {
         }
         let req = seen.lock().unwrap()[0].clone();
         assert!(req.starts_with("GET /healthz HTTP/1.1\r\n"), "{req}");
-        assert!(req.contains("X-Probe: yes\r\n") && req.contains("User-Agent: kube-probe/"), "{req}");
+        let lower = req.to_ascii_lowercase();
+        assert!(lower.contains("x-probe: yes\r\n") && lower.contains("user-agent: kube-probe/"), "{req}");
         // A closed port fails a tcpSocket probe.
         let closed = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
