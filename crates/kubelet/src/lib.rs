@@ -19,6 +19,7 @@
 //! ```
 
 pub mod config;
+pub mod hosts;
 pub mod node;
 pub mod pod;
 pub mod probe;

@@ -1,15 +1,18 @@
 //! The process runtime with real `sh` processes, then end to end through a node agent against
 //! the embedded API server. Every wait has a timeout.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jobset_apiserver::{Admission, ApiServer, ServerConfig, persist};
+use jobset_kubelet::hosts;
 use jobset_kubelet::runtime::process::{ProcessConfig, ProcessRuntime};
-use jobset_kubelet::runtime::{ContainerKind, ExitStatus, Runtime, StartRequest, Started};
+use jobset_kubelet::runtime::sandbox;
+use jobset_kubelet::runtime::{ContainerKind, ExitStatus, PodResources, Runtime, StartRequest, Started};
 use jobset_kubelet::{AgentConfig, NodeConfig, run_node};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, LogParams, PostParams};
@@ -195,19 +198,33 @@ async fn a_second_kill_with_a_shorter_grace_wins() {
     rt.kill(&jobset_kubelet::runtime::ContainerId("process://0-0".into()), Duration::ZERO);
 }
 
+/// A shell fragment: runs `cmd` in the background after printing `<tag>=<its host pid>` (inside
+/// a PID namespace `$!` is not the host's pid; `cut`'s parent in the host's /proc is) and
+/// creating `/tmp/<tag>.started` (the pod's private /tmp).
+fn background(tag: &str, cmd: &str) -> String {
+    format!("sh -c \"echo {tag}=\\$(cut -d' ' -f4 /proc/self/stat); touch /tmp/{tag}.started; exec {cmd}\" &")
+}
+
+/// The host pids printed as `<tag>=<pid>` lines.
+async fn pids_in_log(log: &Path, tags: &[&str]) -> Vec<u32> {
+    eventually("the pids in the log", || {
+        let lines = log_lines(log);
+        tags.iter()
+            .map(|t| lines.iter().find_map(|(_, l)| l.strip_prefix(&format!("{t}="))?.parse().ok()))
+            .collect::<Option<Vec<u32>>>()
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_reaches_the_whole_process_group() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("0.log");
     // The background child ignores TERM: only the group SIGKILL after the main process ends stops it.
-    let started = start(&rt, sh("(trap '' TERM; exec sleep 100) & echo child=$!; wait"), Some(log.clone())).await;
-    let lines = eventually("the child pid", || {
-        let l = log_lines(&log);
-        (!l.is_empty()).then_some(l)
-    })
-    .await;
-    let child: u32 = lines[0].1.strip_prefix("child=").unwrap().parse().unwrap();
+    let script = format!("trap '' TERM; {} trap - TERM; wait", background("child", "sleep 100"));
+    let started = start(&rt, sh(&script), Some(log.clone())).await;
+    let child = pids_in_log(&log, &["child"]).await[0];
     assert!(!gone(child));
     rt.kill(&started.id, Duration::from_secs(30));
     assert_eq!(exit(started).await.exit_code, 143);
@@ -219,10 +236,18 @@ async fn the_container_ends_with_its_main_process() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("0.log");
-    let started = start(&rt, sh("sleep 100 & echo child=$!"), Some(log.clone())).await;
+    // One child in the group, one that left it (setsid): both die with the main process.
+    let script = format!(
+        "{} {} until [ -e /tmp/child.started ] && [ -e /tmp/escaped.started ]; do sleep 0.01; done",
+        background("child", "sleep 100"),
+        background("escaped", "setsid sleep 100")
+    );
+    let started = start(&rt, sh(&script), Some(log.clone())).await;
     assert_eq!(exit(started).await.exit_code, 0);
-    let child: u32 = log_lines(&log)[0].1.strip_prefix("child=").unwrap().parse().unwrap();
-    eventually("the orphaned child to be gone", || gone(child).then_some(())).await;
+    let pids = pids_in_log(&log, &["child", "escaped"]).await;
+    for pid in pids {
+        eventually("the orphaned children to be gone", || gone(pid).then_some(())).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -238,7 +263,7 @@ async fn dropping_the_exit_future_kills_the_container() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_come_from_the_spec_or_the_image_mapping() {
     let images = BTreeMap::from([("busybox:1.36".to_string(), vec!["sh".to_string(), "-c".to_string()])]);
-    let rt = ProcessRuntime::new(ProcessConfig { images });
+    let rt = ProcessRuntime::new(ProcessConfig { images, ..ProcessConfig::default() });
     let mapped = json!({"name": "main", "image": "busybox:1.36", "args": ["exit 5"]});
     assert_eq!(exit(start(&rt, mapped, None).await).await.exit_code, 5);
 
@@ -301,4 +326,486 @@ async fn a_pod_exiting_3_through_the_agent_fails_with_code_3() {
     assert!(cs.container_id.as_deref().is_some_and(|id| id.starts_with("process://")));
     assert_eq!(pods.logs("bad", &LogParams::default()).await.unwrap(), "on n1\n");
     node.shutdown().await;
+}
+
+// ---- isolation: namespaces, volumes, hosts, exec, logs ----
+
+/// Whether this machine lets the runtime isolate pods. As root it must (the tests below then
+/// really check isolation); elsewhere they are skipped with a note.
+fn isolated(rt: &ProcessRuntime) -> bool {
+    // SAFETY: geteuid(2) cannot fail.
+    let root = unsafe { nix::libc::geteuid() } == 0;
+    assert!(!root || rt.isolated(), "running as root, the process runtime must isolate pods");
+    if !rt.isolated() {
+        eprintln!("skipped: the process runtime cannot isolate pods here");
+    }
+    rt.isolated()
+}
+
+fn pod_with(name: &str, uid: &str, spec: serde_json::Value) -> serde_json::Value {
+    let mut spec = spec;
+    spec["nodeName"] = json!("n1");
+    spec["containers"] = json!([]);
+    json!({"metadata": {"name": name, "namespace": "ns", "uid": uid}, "spec": spec})
+}
+
+fn request_in(
+    pod: &serde_json::Value,
+    container: serde_json::Value,
+    pod_ip: &str,
+    resources: PodResources,
+    log_path: Option<PathBuf>,
+) -> StartRequest {
+    StartRequest {
+        pod: Arc::new(serde_json::from_value(pod.clone()).unwrap()),
+        container: serde_json::from_value::<Container>(container).unwrap(),
+        kind: ContainerKind::Regular,
+        restart_count: 0,
+        node: Arc::new(NodeConfig::new("n1")),
+        default_run_duration: Duration::from_secs(1),
+        log_path,
+        pod_ip: pod_ip.into(),
+        resources: Arc::new(resources),
+    }
+}
+
+/// Runs one container of `pod` to its end; returns (exit code, stdout lines).
+async fn run_in(rt: &ProcessRuntime, pod: &serde_json::Value, container: serde_json::Value) -> (i32, Vec<String>) {
+    run_with(rt, pod, container, PodResources::default()).await
+}
+
+async fn run_with(
+    rt: &ProcessRuntime,
+    pod: &serde_json::Value,
+    container: serde_json::Value,
+    resources: PodResources,
+) -> (i32, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("0.log");
+    let req = request_in(pod, container, "127.1.0.1", resources, Some(log.clone()));
+    let started = tokio::time::timeout(TIMEOUT, rt.start(req)).await.expect("start in time").expect("started");
+    let code = exit(started).await.exit_code;
+    (code, log_lines(&log).into_iter().map(|(_, t)| t).collect())
+}
+
+fn container(name: &str, script: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut c = json!({"name": name, "image": "busybox", "command": ["sh", "-c", script]});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pod_has_its_own_tmp() {
+    let rt = runtime();
+    if !isolated(&rt) {
+        return;
+    }
+    let shared = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let go = shared.path().join("go");
+    let name = format!("x-{}", std::process::id());
+    let mut runs = Vec::new();
+    for (pod, msg) in [("a", "from-a"), ("b", "from-b")] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("0.log");
+        // Both write before either reads back: a shared /tmp would show the later write twice.
+        let script = format!(
+            "echo {msg} > /tmp/{name}; echo ready; until [ -e {go} ]; do sleep 0.01; done; cat /tmp/{name}",
+            go = go.display()
+        );
+        let p = pod_with(pod, &format!("uid-{pod}"), json!({}));
+        let req = request_in(
+            &p,
+            container("main", &script, json!({})),
+            "127.1.0.1",
+            PodResources::default(),
+            Some(log.clone()),
+        );
+        let started = rt.start(req).await.unwrap();
+        runs.push((dir, log, started, msg));
+    }
+    for (_, log, _, _) in &runs {
+        wait_for_line(log, "ready").await;
+    }
+    std::fs::write(&go, "").unwrap();
+    for (_dir, log, started, msg) in runs {
+        assert_eq!(exit(started).await.exit_code, 0);
+        let lines: Vec<String> = log_lines(&log).into_iter().map(|(_, t)| t).collect();
+        assert_eq!(lines, ["ready", msg]);
+    }
+    assert!(!Path::new("/tmp").join(&name).exists(), "the host's /tmp is untouched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_dirs_are_shared_by_a_pods_containers_and_removed_with_it() {
+    let state = tempfile::tempdir().unwrap();
+    let rt = ProcessRuntime::new(ProcessConfig { state_dir: Some(state.path().into()), ..ProcessConfig::default() });
+    if !isolated(&rt) {
+        return;
+    }
+    let pod = pod_with(
+        "p",
+        "u-shared",
+        json!({"volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}}]}),
+    );
+    // A mount point outside /tmp that does not exist yet: created (on the host's filesystem).
+    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let scratch = outside.path().join("not/yet/there").to_string_lossy().into_owned();
+    let mounts = json!({"volumeMounts": [
+        {"name": "scratch", "mountPath": scratch},
+        {"name": "claim", "mountPath": "/tmp/claim"},
+        {"name": "scratch", "mountPath": "/tmp/sub", "subPath": "deep/er"},
+    ]});
+    let (code, out) = run_in(
+        &rt,
+        &pod,
+        container(
+            "writer",
+            &format!("echo hi > {scratch}/f && echo kept > /tmp/claim/k && echo sub > /tmp/sub/x"),
+            mounts.clone(),
+        ),
+    )
+    .await;
+    assert_eq!((code, out), (0, vec![]));
+    let (code, out) = run_in(
+        &rt,
+        &pod,
+        container("reader", &format!("cat {scratch}/f /tmp/claim/k {scratch}/deep/er/x"), mounts.clone()),
+    )
+    .await;
+    assert_eq!((code, out), (0, vec!["hi".to_string(), "kept".into(), "sub".into()]));
+    assert!(state.path().join("pods/u-shared/volumes/scratch/f").exists());
+    rt.remove_pod("u-shared");
+    assert!(!state.path().join("pods/u-shared").exists(), "the sandbox goes with the pod");
+    assert_eq!(std::fs::read_to_string(state.path().join("pvc/ns/data/k")).unwrap(), "kept\n", "claims stay");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_maps_and_secrets_reach_files_and_env() {
+    let rt = runtime();
+    let mut res = PodResources::default();
+    res.config_maps
+        .insert("cfg".into(), [("a.conf".to_string(), b"A=1\n".to_vec()), ("b".into(), b"bee".to_vec())].into());
+    res.secrets.insert("sec".into(), [("token".to_string(), b"s3cr3t".to_vec())].into());
+    let pod = pod_with(
+        "p",
+        "u-cfg",
+        json!({"volumes": [
+            {"name": "cfg", "configMap": {"name": "cfg", "items": [{"key": "a.conf", "path": "conf/a.conf"}]}},
+            {"name": "sec", "secret": {"secretName": "sec", "defaultMode": 0o400}},
+        ]}),
+    );
+    let env = json!({
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "token"}}}],
+        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/test-cfg"}, {"name": "sec", "mountPath": "/tmp/secret"}],
+    });
+    let script = "echo token=$TOKEN b=$CFG_b; if [ -d /etc/test-cfg ]; then cat /etc/test-cfg/conf/a.conf; \
+                  stat -c %a /tmp/secret/token; fi";
+    let (code, out) = run_with(&rt, &pod, container("main", script, env.clone()), res.clone()).await;
+    assert_eq!(code, 0, "{out:?}");
+    if rt.isolated() {
+        assert_eq!(out, ["token=s3cr3t b=bee", "A=1", "400"]);
+    } else {
+        assert_eq!(out, ["token=s3cr3t b=bee"]);
+    }
+    // A missing ConfigMap fails the start, naming it.
+    let err = rt
+        .start(request_in(&pod, container("main", "true", env), "127.1.0.1", PodResources::default(), None))
+        .await
+        .unwrap_err();
+    assert!(err.0.contains("\"main\"") && err.0.contains("not found"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mounts_refuse_writes() {
+    let rt = runtime();
+    if !isolated(&rt) {
+        return;
+    }
+    let host = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let pod = pod_with(
+        "p",
+        "u-ro",
+        json!({"volumes": [{"name": "h", "hostPath": {"path": host.path(), "type": "Directory"}}]}),
+    );
+    let mounts = json!({"volumeMounts": [{"name": "h", "mountPath": "/tmp/ro", "readOnly": true}, {"name": "h", "mountPath": "/tmp/rw"}]});
+    let script = "touch /tmp/ro/no 2>/dev/null && echo wrote-ro; touch /tmp/rw/yes && echo wrote-rw";
+    let (code, out) = run_in(&rt, &pod, container("main", script, mounts)).await;
+    assert_eq!((code, out), (0, vec!["wrote-rw".to_string()]));
+    assert!(host.path().join("yes").exists() && !host.path().join("no").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_find_each_other_through_etc_hosts() {
+    let hosts_dir = tempfile::tempdir().unwrap();
+    let rt =
+        ProcessRuntime::new(ProcessConfig { hosts_dir: Some(hosts_dir.path().into()), ..ProcessConfig::default() });
+    if !isolated(&rt) {
+        return;
+    }
+    let (ip_a, ip_b) = (rt.pod_ip(), rt.pod_ip());
+    assert!(ip_a.starts_with("127.") && ip_a != ip_b, "{ip_a} {ip_b}");
+    let with_status = |name: &str, ip: &str| {
+        let mut p = pod_with(name, &format!("u-{name}"), json!({"hostname": name, "subdomain": "js"}));
+        p["status"] = json!({"phase": "Running", "podIP": ip});
+        serde_json::from_value::<Pod>(p).unwrap()
+    };
+    let pods = [with_status("w-0", &ip_a), with_status("w-1", &ip_b)];
+    hosts::write_in_place(&hosts_dir.path().join("ns"), &hosts::render("ns", &pods, &[])).unwrap();
+
+    let pod = pod_with("w-0", "u-w-0", json!({"hostname": "w-0", "subdomain": "js"}));
+    let script =
+        "echo ip=$POD_IP; cat /proc/sys/kernel/hostname; getent hosts w-1.js; getent hosts w-1.js.ns.svc.cluster.local";
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("0.log");
+    let req = request_in(&pod, container("main", script, json!({})), &ip_a, PodResources::default(), Some(log.clone()));
+    assert_eq!(exit(rt.start(req).await.unwrap()).await.exit_code, 0);
+    let out: Vec<String> = log_lines(&log).into_iter().map(|(_, t)| t).collect();
+    assert_eq!(out[0], format!("ip={ip_a}"));
+    assert_eq!(out[1], "w-0", "the pod's hostname in its own UTS namespace");
+    for line in &out[2..4] {
+        assert!(line.starts_with(&format!("{ip_b} ")), "{out:?}");
+    }
+    // The host's files are untouched.
+    assert!(!std::fs::read_to_string("/etc/hosts").unwrap().contains("w-1.js"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_inside_the_container() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("0.log");
+    let workdir = format!("/tmp/work-{}", std::process::id());
+    let c = container(
+        "main",
+        "echo inside > /tmp/exec-test; echo ready; exec sleep 300",
+        json!({"env": [{"name": "GREETING", "value": "hello"}], "workingDir": workdir}),
+    );
+    let pod = pod_with("p", "u-exec", json!({}));
+    let started = rt.start(request_in(&pod, c, "127.1.0.1", PodResources::default(), Some(log.clone()))).await.unwrap();
+    wait_for_line(&log, "ready").await;
+    let argv = |s: &str| vec!["sh".to_string(), "-c".to_string(), s.to_string()];
+    let out = rt.exec(&started.id, argv("cat /tmp/exec-test; echo $GREETING; pwd"), TIMEOUT).await.unwrap();
+    assert_eq!(
+        (out.exit_code, String::from_utf8_lossy(&out.output).as_ref()),
+        (0, &*format!("inside\nhello\n{workdir}\n"))
+    );
+    let out = rt.exec(&started.id, argv("exit 7"), TIMEOUT).await.unwrap();
+    assert_eq!(out.exit_code, 7);
+
+    // What `jobset exec` uses: the pid from the container ID.
+    let pid = sandbox::container_pid(&started.id.0).unwrap();
+    assert_eq!(Some(pid), rt.pid(&started.id));
+    let output =
+        sandbox::exec_command(pid, &argv("cat /tmp/exec-test; echo $GREETING; pwd")).unwrap().output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&output.stdout), format!("inside\nhello\n{workdir}\n"));
+    if rt.isolated() {
+        assert!(!Path::new("/tmp/exec-test").exists() && !Path::new(&workdir).exists(), "the host's /tmp is untouched");
+    }
+    rt.kill(&started.id, Duration::ZERO);
+    exit(started).await;
+}
+
+/// The host pids of the processes whose parent chain reaches `root`.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = HashMap::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse::<u32>().ok()) {
+            parent.insert(pid, ppid);
+        }
+    }
+    let mut out = Vec::new();
+    for &pid in parent.keys() {
+        let mut p = pid;
+        while let Some(&pp) = parent.get(&p) {
+            if pp == root {
+                out.push(pid);
+                break;
+            }
+            p = pp;
+        }
+    }
+    out
+}
+
+fn sleeps(root: u32) -> Vec<u32> {
+    let comm = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    descendants(root).into_iter().filter(|&p| comm(p).trim() == "sleep" && !gone(p)).collect()
+}
+
+/// A container whose shell has two `sleep` children, one of them in its own session; returns it
+/// with the host pids of the sleeps.
+async fn container_with_sleepers(rt: &ProcessRuntime) -> (Started, tempfile::TempDir, Vec<u32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("0.log");
+    let script = "sleep 300 & setsid sleep 300 & echo ready; wait";
+    let started = start(rt, sh(script), Some(log.clone())).await;
+    wait_for_line(&log, "ready").await;
+    let pgid = rt.pgid(&started.id).unwrap();
+    let pids = eventually("two sleeping descendants", || Some(sleeps(pgid)).filter(|s| s.len() == 2)).await;
+    (started, dir, pids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_tree_dies_when_the_main_process_is_killed() {
+    let rt = runtime();
+    if !rt.namespaces().pid {
+        eprintln!("skipped: no PID namespaces here");
+        return;
+    }
+    let (started, _dir, pids) = container_with_sleepers(&rt).await;
+    let main = rt.pid(&started.id).unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(main as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    assert_eq!(exit(started).await.exit_code, 137);
+    for pid in pids {
+        eventually("the sleeps to be gone", || gone(pid).then_some(())).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_tree_dies_when_the_runtime_is_dropped() {
+    let rt = runtime();
+    if !rt.namespaces().pid {
+        eprintln!("skipped: no PID namespaces here");
+        return;
+    }
+    let (started, _dir, pids) = container_with_sleepers(&rt).await;
+    let main = rt.pid(&started.id).unwrap();
+    drop(rt);
+    for pid in pids.into_iter().chain([main]) {
+        eventually("the container's processes to be gone", || gone(pid).then_some(())).await;
+    }
+    drop(started);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_a_plain_command_with_143() {
+    let rt = runtime();
+    let started = start(&rt, json!({"name": "main", "command": ["sleep", "300"]}), None).await;
+    let pid = rt.pid(&started.id).unwrap();
+    eventually("sleep to run", || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().filter(|c| c.trim() == "sleep")
+    })
+    .await;
+    let t0 = Instant::now();
+    rt.kill(&started.id, Duration::from_secs(30));
+    assert_eq!(exit(started).await.exit_code, 143);
+    assert!(t0.elapsed() < Duration::from_secs(10), "TERM ended it, not the SIGKILL after the grace");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_rotate_and_the_current_file_stays_readable() {
+    let rt = ProcessRuntime::new(ProcessConfig { log_max_bytes: 2000, log_max_files: 2, ..ProcessConfig::default() });
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("main/0.log");
+    let script = "i=0; while [ $i -lt 300 ]; do echo line-$i; i=$((i+1)); done; echo last";
+    let status = exit(start(&rt, sh(script), Some(log.clone())).await).await;
+    assert_eq!(status.exit_code, 0);
+    let lines = log_lines(&log);
+    assert_eq!(lines.last().map(|(_, t)| t.as_str()), Some("last"), "{lines:?}");
+    assert!(std::fs::metadata(&log).unwrap().len() < 2000 + 100);
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir.path().join("main"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("0.log."))
+        .collect();
+    rotated.sort();
+    assert_eq!(rotated.len(), 2, "at most log_max_files rotated files: {rotated:?}");
+    // Rotated files keep the CRI format, and their lines come before the current file's.
+    let older = log_lines(&rotated[1]);
+    assert!(!older.is_empty());
+    let n = |t: &str| t.strip_prefix("line-").and_then(|n| n.parse::<u32>().ok());
+    assert!(n(&older.last().unwrap().1).unwrap() < n(&lines[0].1).unwrap_or(300));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hosts_writer_follows_pods_and_services() {
+    use kube::api::{Patch, PatchParams};
+    let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), ServerConfig::default()).unwrap();
+    let client = server.client();
+    let dir = tempfile::tempdir().unwrap();
+    let writer = tokio::spawn(hosts::run(client.clone(), dir.path().to_path_buf()));
+    let file = dir.path().join("default");
+    let read = || std::fs::read_to_string(&file).ok();
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "w-0-abc", "labels": {"app": "js"}},
+        "spec": {"hostname": "w-0", "subdomain": "js", "containers": [{"name": "m", "image": "busybox"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let status = json!({"status": {"phase": "Running", "podIP": "127.1.9.1"}});
+    pods.patch_status("w-0-abc", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client, "default");
+    let svc = serde_json::from_value(json!({
+        "metadata": {"name": "js"},
+        "spec": {"clusterIP": "None", "selector": {"app": "js"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    services.create(&PostParams::default(), &svc).await.unwrap();
+
+    let want = "127.0.0.1\tlocalhost\n127.1.9.1\tw-0.js.default.svc.cluster.local w-0.js w-0\n\
+                127.1.9.1\tjs.default.svc.cluster.local js\n";
+    eventually("the hosts file to name the pod and the service", || read().filter(|c| c == want)).await;
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(&file).unwrap().ino();
+    pods.delete("w-0-abc", &Default::default()).await.unwrap();
+    // Pods are graceful: without a node agent, force the deletion.
+    let _ =
+        pods.delete("w-0-abc", &kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+    eventually("the pod to leave the hosts file", || read().filter(|c| c == "127.0.0.1\tlocalhost\n")).await;
+    assert_eq!(std::fs::metadata(&file).unwrap().ino(), inode, "rewritten in place");
+    writer.abort();
+}
+
+/// Run by [`nothing_survives_an_agent_killed_with_sigkill`] in a child process (the "agent"):
+/// starts a container with sleeping descendants, writes their pids, then waits to be killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the agent side of nothing_survives_an_agent_killed_with_sigkill"]
+async fn agent_child_process() {
+    let Ok(out) = std::env::var("JOBSET_TEST_AGENT_PIDS") else { return };
+    let rt = runtime();
+    let (started, _dir, mut pids) = container_with_sleepers(&rt).await;
+    pids.push(rt.pid(&started.id).unwrap());
+    pids.push(rt.pgid(&started.id).unwrap());
+    let text: Vec<String> = pids.iter().map(u32::to_string).collect();
+    std::fs::write(format!("{out}.tmp"), text.join(",")).unwrap();
+    std::fs::rename(format!("{out}.tmp"), &out).unwrap();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_survives_an_agent_killed_with_sigkill() {
+    if !runtime().namespaces().pid {
+        eprintln!("skipped: no PID namespaces here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pids");
+    let mut agent = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "agent_child_process", "--ignored", "--nocapture"])
+        .env("JOBSET_TEST_AGENT_PIDS", &out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids: Vec<u32> = eventually("the agent's container pids", || {
+        let text = std::fs::read_to_string(&out).ok()?;
+        Some(text.split(',').map(|p| p.parse().unwrap()).collect())
+    })
+    .await;
+    assert_eq!(pids.len(), 4);
+    assert!(pids.iter().all(|&p| !gone(p)), "{pids:?}");
+    agent.kill().unwrap(); // SIGKILL
+    agent.wait().unwrap();
+    for pid in pids {
+        eventually("every process of the container to be gone", || gone(pid).then_some(())).await;
+    }
 }

@@ -6,7 +6,9 @@
 //! containers as host processes.
 
 pub mod process;
+pub mod sandbox;
 pub mod simulated;
+pub mod volumes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,43 +1,76 @@
-//! The process runtime: each container runs as a host process (no image pulls, no isolation), so
-//! a pod's commands really execute on the agent's machine.
+//! The process runtime: each container runs as a host process (no image pulls), so a pod's
+//! commands really execute on the agent's machine, isolated where the kernel allows it.
 //!
 //! What a container runs, with Kubernetes' rules:
 //! - `command` replaces the entrypoint; without one, the image's entry in
 //!   [`ProcessConfig::images`] (image string → argv, matched exactly) is the entrypoint. `args`
 //!   follow the entrypoint. With neither, [`Runtime::start`] fails with a message naming the
 //!   container (the agent reports it as `StartError`).
-//! - `$(VAR)` in `command`, `args` and env values expands to the container's variables (`$$` is a
-//!   literal `$`, unknown references stay as written), as the kubelet does.
+//! - `$(VAR)` in `command`, `args`, env values and `subPathExpr` expands to the container's
+//!   variables (`$$` is a literal `$`, unknown references stay as written), as the kubelet does.
 //! - The environment is not inherited: a container gets `PATH` and `HOME` of the agent,
-//!   `HOSTNAME` (the pod's `spec.hostname`, else its name), `POD_IP` when the pod object carries
-//!   `status.podIP`, then its `env`: literal values and downward API `fieldRef`s
+//!   `HOSTNAME` (the pod's `spec.hostname`, else its name), `POD_IP` (the pod's address, see
+//!   below), then its `envFrom` (ConfigMaps and Secrets, with `prefix`), then its `env`: literal
+//!   values, `configMapKeyRef`/`secretKeyRef` (from the pod's [`PodResources`](super::PodResources);
+//!   a missing object or key fails the start unless `optional`) and downward API `fieldRef`s
 //!   (`metadata.name|namespace|uid`, `metadata.labels['k']`, `metadata.annotations['k']`,
-//!   `spec.nodeName`, `spec.serviceAccountName`, `status.podIP`, `status.podIPs`,
-//!   `status.hostIP`; read from the pod object of the [`StartRequest`], so a field the agent has
-//!   not written yet is empty). Other `valueFrom` kinds and `envFrom` fail the start with a
-//!   clear message.
-//! - `workingDir` is the process's working directory (default: the agent's).
+//!   `spec.nodeName`, `spec.serviceAccountName`, `status.podIP(s)` (the pod's address),
+//!   `status.hostIP`). `resourceFieldRef` fails the start.
+//! - `workingDir` is the process's working directory (created when missing; default: the agent's).
 //!
-//! Each container is its own process group, created with a parent-death signal (SIGKILL) and
-//! `kill_on_drop`. When the main process ends, what is left of its group is killed (the
-//! container ends with its main process). [`Runtime::kill`] sends SIGTERM to the group, then
-//! SIGKILL after the grace period. Dropping the exit future or the runtime kills the group.
-//! stdout and stderr are appended, line by line, to the run's CRI log file.
+//! # Isolation
+//!
+//! With [`ProcessConfig::isolation`] (the default) and where the kernel permits it (root, or
+//! enough capabilities; [`ProcessRuntime::isolated`] tells), each container process gets:
+//! - its own mount namespace (`/` made private), in which the pod's sandbox directory
+//!   `<state_dir>/pods/<uid>/tmp` is bind-mounted on `/tmp` (shared by the pod's containers,
+//!   different per pod), the pod's volumes at their `mountPath`s (see [`super::volumes`];
+//!   `readOnly` and `subPath` honoured; missing mount points are created, on the host unless
+//!   they are under `/tmp`) and, with [`ProcessConfig::hosts_dir`], `<hosts_dir>/<namespace>`
+//!   (written by [`crate::hosts::run`]) read-only on `/etc/hosts`;
+//! - its own UTS namespace with the pod's hostname;
+//! - its own PID namespace, so that nothing it started outlives it (see [`super::sandbox`] for the
+//!   process tree). SIGTERM still reaches the command (exit code 143, `trap` handlers run).
+//!
+//! Without permission the runtime warns once and runs containers as plain host processes: no
+//! private `/tmp`, no volumes (they are still checked, then left out), the host's hostname, and
+//! descendants that leave the container's process group may survive it.
+//!
+//! # Networking
+//!
+//! Pods share the host's network stack. Each pod gets its own loopback address
+//! ([`Runtime::pod_ip`]: 127.1.0.1 upward), exported as `POD_IP`: **servers must bind to
+//! `$POD_IP`** (not 0.0.0.0, and not a fixed port on 127.0.0.1) for two pods to serve the same
+//! port, and clients reach other pods through the names in `/etc/hosts`.
+//!
+//! # Processes, signals and logs
+//!
+//! Each container is its own process group (its id is the intermediate process's pid), created
+//! with a parent-death signal (SIGKILL) and `kill_on_drop`. When the main process ends, what is
+//! left of the container is killed. [`Runtime::kill`] sends SIGTERM to the group, then SIGKILL
+//! after the grace period. Dropping the exit future or the runtime kills the group.
+//! stdout and stderr are appended, line by line, to the run's CRI log file, rotated to
+//! `<n>.log.<timestamp>` past [`ProcessConfig::log_max_bytes`].
+//!
+//! The container ID is `process://<pid>-<n>`: `<pid>` is the host pid of the process running
+//! the container's command (the one whose namespaces [`Runtime::exec`] and
+//! [`sandbox::exec_command`] join), `<n>` numbers the runs of this runtime. A command run in a
+//! container joins its mount and UTS namespaces, with the container's environment and working
+//! directory; it stays in the host's PID namespace (it is not killed with the container).
 //!
 //! Processes are spawned from one dedicated thread per runtime: the parent-death signal fires
 //! when the *thread* that forked the child ends, and tokio's blocking threads come and go.
 //!
-//! Not covered yet: probes, lifecycle hooks, `stopSignal`, resources (cgroups), volumes, user and
-//! security contexts, partial (`P`) log lines, and descendants that leave the group (`setsid`)
-//! or that survive an agent killed with SIGKILL (the parent-death signal reaches only the main
-//! process).
+//! Not covered yet: `stopSignal`, resources (cgroups), user and security contexts, network
+//! isolation, partial (`P`) log lines.
 
 use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -48,7 +81,11 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{ContainerId, ExecOutput, ExitStatus, Runtime, RuntimeError, StartRequest, Started, cri_line};
+use super::sandbox::{self, BindMount, ChildSetup, Namespaces};
+use super::volumes::{self, Dirs, Mount, VolumePlan};
+use super::{
+    ContainerId, ExecOutput, ExitStatus, PodResources, Runtime, RuntimeError, StartRequest, Started, cri_line,
+};
 
 /// How long the log of a finished container may take to drain (a descendant that escaped its
 /// group may hold the pipes open).
@@ -58,11 +95,39 @@ const LOG_DRAIN: Duration = Duration::from_secs(2);
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Settings of a [`ProcessRuntime`].
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ProcessConfig {
     /// The entrypoint (argv) of an image, for containers without `command`; keyed by the image
     /// string exactly as the pod spec writes it (`busybox:1.36`).
     pub images: BTreeMap<String, Vec<String>>,
+    /// Where pods' sandboxes (`<state_dir>/pods/<uid>/`: `/tmp`, emptyDir, configMap and secret
+    /// volumes; removed with the pod) and claims' directories (`<state_dir>/pvc/<ns>/<claim>/`;
+    /// kept) live. `None`: a temporary directory owned by the runtime, removed when it is dropped.
+    pub state_dir: Option<PathBuf>,
+    /// Use mount, UTS and PID namespaces where the kernel allows it (default `true`). `false`
+    /// runs containers as plain host processes (no private `/tmp`, no volumes, no PID namespace).
+    pub isolation: bool,
+    /// Per-namespace hosts files (`<hosts_dir>/<namespace>`, kept up to date by
+    /// [`crate::hosts::run`]), bind-mounted on each isolated container's `/etc/hosts`. `None`:
+    /// containers see the host's `/etc/hosts`.
+    pub hosts_dir: Option<PathBuf>,
+    /// A container's log file is rotated once it exceeds this size (default 10 MiB; 0: never).
+    pub log_max_bytes: u64,
+    /// How many rotated log files (`<n>.log.<timestamp>`) are kept per run (default 5).
+    pub log_max_files: usize,
+}
+
+impl Default for ProcessConfig {
+    fn default() -> ProcessConfig {
+        ProcessConfig {
+            images: BTreeMap::new(),
+            state_dir: None,
+            isolation: true,
+            hosts_dir: None,
+            log_max_bytes: 10 << 20,
+            log_max_files: 5,
+        }
+    }
 }
 
 /// What a container run executes: the outcome of the pod spec, the image mapping and the pod.
@@ -136,23 +201,61 @@ pub fn field_ref(pod: &Pod, node_name: &str, path: &str) -> Result<String, Strin
     Ok(value.unwrap_or_default())
 }
 
-fn env_value(pod: &Pod, node_name: &str, var: &EnvVar, vars: &BTreeMap<String, String>) -> Result<String, String> {
-    let Some(from) = &var.value_from else {
-        return Ok(expand(var.value.as_deref().unwrap_or_default(), vars));
-    };
-    if let Some(f) = &from.field_ref {
-        return field_ref(pod, node_name, &f.field_path);
+/// What env values and downward API volumes are read from.
+struct Sources<'a> {
+    pod: &'a Pod,
+    node: &'a str,
+    /// The pod's address ([`StartRequest::pod_ip`]): wins over `status.podIP`, which the agent
+    /// may not have written yet.
+    pod_ip: &'a str,
+    resources: &'a PodResources,
+}
+
+impl Sources<'_> {
+    fn namespace(&self) -> &str {
+        self.pod.metadata.namespace.as_deref().unwrap_or("default")
     }
-    let kind = if from.config_map_key_ref.is_some() {
-        "configMapKeyRef"
-    } else if from.secret_key_ref.is_some() {
-        "secretKeyRef"
-    } else if from.resource_field_ref.is_some() {
-        "resourceFieldRef"
-    } else {
-        "this valueFrom source"
-    };
-    Err(format!("valueFrom.{kind} is not supported by the process runtime"))
+
+    fn field(&self, path: &str) -> Result<String, String> {
+        match path {
+            "status.podIP" | "status.podIPs" if !self.pod_ip.is_empty() => Ok(self.pod_ip.to_string()),
+            _ => field_ref(self.pod, self.node, path),
+        }
+    }
+
+    /// A key of a ConfigMap (`secret` false) or Secret; `None` when optional and missing.
+    fn key(&self, secret: bool, name: &str, key: &str, optional: bool) -> Result<Option<String>, String> {
+        let (kind, objects) =
+            if secret { ("Secret", &self.resources.secrets) } else { ("ConfigMap", &self.resources.config_maps) };
+        match objects.get(name).map(|data| data.get(key)) {
+            Some(Some(v)) => Ok(Some(String::from_utf8_lossy(v).into_owned())),
+            _ if optional => Ok(None),
+            None => Err(format!("{} {name:?} not found", kind.to_lowercase())),
+            Some(None) => Err(format!("couldn't find key {key} in {kind} {}/{name}", self.namespace())),
+        }
+    }
+
+    fn env_value(&self, var: &EnvVar, vars: &BTreeMap<String, String>) -> Result<Option<String>, String> {
+        let Some(from) = &var.value_from else {
+            return Ok(Some(expand(var.value.as_deref().unwrap_or_default(), vars)));
+        };
+        if let Some(f) = &from.field_ref {
+            return self.field(&f.field_path).map(Some);
+        }
+        if let Some(r) = &from.config_map_key_ref {
+            return self.key(false, &r.name, &r.key, r.optional == Some(true));
+        }
+        if let Some(r) = &from.secret_key_ref {
+            return self.key(true, &r.name, &r.key, r.optional == Some(true));
+        }
+        let kind = if from.resource_field_ref.is_some() { "resourceFieldRef" } else { "this valueFrom source" };
+        Err(format!("valueFrom.{kind} is not supported by the process runtime"))
+    }
+}
+
+/// An environment variable name the process runtime passes on (what `envFrom` may bring in).
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['=', '\0'])
 }
 
 /// Works out what a run executes. Pure, so the rules are tested without processes.
@@ -170,9 +273,7 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
             )));
         }
     };
-    if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
-        return Err(fail("envFrom is not supported by the process runtime".into()));
-    }
+    let sources = Sources { pod, node: &req.node.name, pod_ip: &req.pod_ip, resources: &req.resources };
 
     let mut env = BTreeMap::new();
     let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.into());
@@ -180,14 +281,39 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
     if let Ok(home) = std::env::var("HOME") {
         env.insert("HOME".into(), home);
     }
-    let hostname = pod.spec.as_ref().and_then(|s| s.hostname.clone()).or_else(|| pod.metadata.name.clone());
-    env.insert("HOSTNAME".into(), hostname.unwrap_or_default());
-    if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).filter(|ip| !ip.is_empty()) {
+    env.insert("HOSTNAME".into(), hostname(pod));
+    let pod_ip = Some(req.pod_ip.clone())
+        .filter(|ip| !ip.is_empty())
+        .or_else(|| pod.status.as_ref().and_then(|s| s.pod_ip.clone()))
+        .filter(|ip| !ip.is_empty());
+    if let Some(ip) = pod_ip {
         env.insert("POD_IP".into(), ip);
     }
+    for from in c.env_from.iter().flatten() {
+        let prefix = from.prefix.as_deref().unwrap_or_default();
+        let (kind, objects, name, optional) = match (&from.config_map_ref, &from.secret_ref) {
+            (Some(r), _) => ("configmap", &req.resources.config_maps, &r.name, r.optional == Some(true)),
+            (None, Some(r)) => ("secret", &req.resources.secrets, &r.name, r.optional == Some(true)),
+            (None, None) => continue,
+        };
+        match objects.get(name) {
+            None if optional => {}
+            None => return Err(fail(format!("envFrom: {kind} {name:?} not found"))),
+            Some(data) => {
+                for (k, v) in data {
+                    let var = format!("{prefix}{k}");
+                    if valid_env_name(&var) {
+                        env.insert(var, String::from_utf8_lossy(v).into_owned());
+                    }
+                }
+            }
+        }
+    }
     for var in c.env.iter().flatten() {
-        let value = env_value(pod, &req.node.name, var, &env).map_err(|e| fail(format!("env {:?}: {e}", var.name)))?;
-        env.insert(var.name.clone(), value);
+        let value = sources.env_value(var, &env).map_err(|e| fail(format!("env {:?}: {e}", var.name)))?;
+        if let Some(value) = value {
+            env.insert(var.name.clone(), value);
+        }
     }
 
     let argv = entrypoint.iter().chain(c.args.iter().flatten()).map(|a| expand(a, &env)).collect();
@@ -195,12 +321,67 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
     Ok(Plan { argv, env, working_dir })
 }
 
-/// A running container, as [`Runtime::kill`] reaches it.
+/// The pod's hostname: `spec.hostname`, else its name.
+fn hostname(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| !h.is_empty())
+        .or_else(|| pod.metadata.name.clone())
+        .unwrap_or_default()
+}
+
+/// The volumes a run mounts and its bind mounts (see [`volumes::plan_mounts`]).
+pub fn plan_volumes(req: &StartRequest, state_dir: &Path) -> Result<(Vec<VolumePlan>, Vec<Mount>), RuntimeError> {
+    let sources = Sources { pod: &req.pod, node: &req.node.name, pod_ip: &req.pod_ip, resources: &req.resources };
+    let sandbox = sandbox_dir(state_dir, &req.pod);
+    let dirs = Dirs { sandbox: &sandbox, state_dir };
+    let env = plan_env_for_subpaths(req, &sources);
+    volumes::plan_mounts(&req.pod, &req.container, &req.resources, dirs, &env, &|p| sources.field(p))
+        .map_err(|e| RuntimeError(format!("container {:?}: {e}", req.container.name)))
+}
+
+/// The variables `subPathExpr` may use: the container's literal and downward API env.
+fn plan_env_for_subpaths(req: &StartRequest, sources: &Sources<'_>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for var in req.container.env.iter().flatten() {
+        if let Ok(Some(v)) = sources.env_value(var, &env) {
+            env.insert(var.name.clone(), v);
+        }
+    }
+    env
+}
+
+/// `<state_dir>/pods/<uid>` (the pod's name when it has no uid).
+fn sandbox_dir(state_dir: &Path, pod: &Pod) -> PathBuf {
+    let uid = pod.metadata.uid.as_deref().filter(|u| !u.is_empty() && !u.contains('/'));
+    let key =
+        uid.map(str::to_string).unwrap_or_else(|| format!("name-{}", pod.metadata.name.as_deref().unwrap_or("pod")));
+    state_dir.join("pods").join(key)
+}
+
+static NEXT_LOOPBACK: AtomicU32 = AtomicU32::new(0);
+
+/// The next pod address in 127.0.0.0/8, unique within the process: 127.1.0.1 upward, never a
+/// `.0` or `.255` last octet.
+pub fn next_loopback_ip() -> String {
+    let n = NEXT_LOOPBACK.fetch_add(1, Ordering::Relaxed);
+    let host = n % 254 + 1;
+    let net = n / 254;
+    format!("127.{}.{}.{host}", 1 + (net / 256) % 254, net % 256)
+}
+
+/// A running container, as [`Runtime::kill`] and [`Runtime::exec`] reach it.
 struct Entry {
     pgid: Pid,
+    /// Host pid of the process running the command (in the container ID).
+    pid: u32,
+    pod_uid: String,
     kills: mpsc::UnboundedSender<Duration>,
     /// What the container runs with, for commands run in it.
     plan: Arc<Plan>,
+    /// The container's working directory (inside its mount namespace).
+    cwd: Option<PathBuf>,
 }
 
 type Running = Arc<Mutex<HashMap<ContainerId, Entry>>>;
@@ -216,23 +397,113 @@ impl Drop for Forget {
     }
 }
 
+type Spawned = (std::io::Result<tokio::process::Child>, Vec<u8>);
+
 /// A spawn request for the spawner thread.
 struct Spawn {
     cmd: tokio::process::Command,
-    reply: oneshot::Sender<std::io::Result<tokio::process::Child>>,
+    /// The read end of the child's report pipe (see [`ChildSetup::run`]), read once spawned.
+    report: Option<OwnedFd>,
+    reply: oneshot::Sender<Spawned>,
 }
 
 /// Runs containers as host processes (see the module docs).
 pub struct ProcessRuntime {
     config: ProcessConfig,
+    /// The namespaces containers get (none when isolation is off or not permitted).
+    ns: Namespaces,
+    state_dir: PathBuf,
     running: Running,
     spawner: Mutex<Option<std::sync::mpsc::Sender<Spawn>>>,
     next_id: AtomicU64,
+    /// The state directory when the config has none (dropped last).
+    _temp: Option<tempfile::TempDir>,
 }
 
+/// Temporary state directories are `<tmp>/jobset-process-runtime-<agent pid>-<random>`.
+const TEMP_PREFIX: &str = "jobset-process-runtime-";
+
+/// Removes the temporary state directories of agents that are gone (a runtime that is never
+/// dropped, as at process exit, leaves its directory behind). Once per process.
+fn remove_stale_temp_dirs() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let tmp = std::env::temp_dir();
+        let Ok(entries) = std::fs::read_dir(&tmp) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_prefix(TEMP_PREFIX).and_then(|r| r.split_once('-')).map(|(p, _)| p) else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<u32>() else { continue };
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    });
+}
+
+static WARN_NO_ISOLATION: Once = Once::new();
+static WARN_NO_PID_NS: Once = Once::new();
+static WARN_NO_VOLUMES: Once = Once::new();
+
 impl ProcessRuntime {
+    /// A runtime; probes (once per process) which namespaces may be created. Panics when no
+    /// temporary state directory can be created ([`ProcessConfig::state_dir`] unset).
     pub fn new(config: ProcessConfig) -> ProcessRuntime {
-        ProcessRuntime { config, running: Arc::default(), spawner: Mutex::new(None), next_id: AtomicU64::new(1) }
+        let ns = if config.isolation { sandbox::probe() } else { Namespaces::default() };
+        if config.isolation && !ns.mount {
+            WARN_NO_ISOLATION.call_once(|| {
+                tracing::warn!(
+                    "the process runtime cannot create mount namespaces here (not root?): pods run without \
+                     isolation (no private /tmp, volumes are not mounted, the host's /etc/hosts)"
+                )
+            });
+        }
+        if config.isolation && !ns.pid {
+            WARN_NO_PID_NS.call_once(|| {
+                tracing::warn!(
+                    "the process runtime cannot create PID namespaces here: processes that leave a container's \
+                     process group may outlive it"
+                )
+            });
+        }
+        let (state_dir, temp) = match &config.state_dir {
+            Some(d) => (d.clone(), None),
+            None => {
+                remove_stale_temp_dirs();
+                let t = tempfile::Builder::new()
+                    .prefix(&format!("{TEMP_PREFIX}{}-", std::process::id()))
+                    .tempdir()
+                    .expect("creating the process runtime's temporary state directory");
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        ProcessRuntime {
+            config,
+            ns,
+            state_dir,
+            running: Arc::default(),
+            spawner: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            _temp: temp,
+        }
+    }
+
+    /// Whether containers run isolated (own mount namespace: private `/tmp`, volumes,
+    /// `/etc/hosts`; see the module docs). `false` when disabled or not permitted.
+    pub fn isolated(&self) -> bool {
+        self.ns.mount
+    }
+
+    /// The namespaces containers get.
+    pub fn namespaces(&self) -> Namespaces {
+        self.ns
+    }
+
+    /// Where sandboxes and claims live (`<state_dir>/pods/<uid>`, `<state_dir>/pvc/<ns>/<claim>`).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
     }
 
     /// How many containers are running.
@@ -240,8 +511,14 @@ impl ProcessRuntime {
         self.running.lock().map(|m| m.len()).unwrap_or(0)
     }
 
-    /// The pid (and process group id) of a running container's main process.
+    /// The host pid of the process running a container's command (the pid in its ID).
     pub fn pid(&self, id: &ContainerId) -> Option<u32> {
+        let m = self.running.lock().ok()?;
+        m.get(id).map(|e| e.pid)
+    }
+
+    /// The process group of a running container (every process of it, unless one left it).
+    pub fn pgid(&self, id: &ContainerId) -> Option<u32> {
         let m = self.running.lock().ok()?;
         m.get(id).map(|e| e.pgid.as_raw() as u32)
     }
@@ -260,8 +537,12 @@ impl ProcessRuntime {
             .spawn(move || {
                 // Children are reaped by the tokio runtime the agent runs in.
                 let _enter = handle.enter();
-                for mut job in rx {
-                    let _ = job.reply.send(job.cmd.spawn());
+                for Spawn { mut cmd, report, reply } in rx {
+                    let spawned = cmd.spawn();
+                    // Closes our write end of the report pipe (held by the pre_exec closure).
+                    drop(cmd);
+                    let report = report.map(sandbox::read_report).unwrap_or_default();
+                    let _ = reply.send((spawned, report));
                 }
             })
             .map_err(|e| RuntimeError(format!("process runtime: starting the spawner thread: {e}")))?;
@@ -288,34 +569,74 @@ fn signal_group(pgid: Pid, sig: Signal) {
     }
 }
 
-fn command(plan: &Plan, logs: bool) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(&plan.argv[0]);
-    cmd.args(&plan.argv[1..])
+/// The command of a container or exec, without its pre_exec part.
+fn command(argv: &[String], env: &BTreeMap<String, String>, logs: bool) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
         .env_clear()
-        .envs(&plan.env)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(if logs { Stdio::piped() } else { Stdio::null() })
         .stderr(if logs { Stdio::piped() } else { Stdio::null() })
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(dir) = &plan.working_dir {
-        cmd.current_dir(dir);
-    }
-    let agent = Pid::this();
-    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
-    // calls are allowed: prctl(2) and getppid(2) are plain system calls, and the error paths
-    // build `io::Error`s from an errno without allocating.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-            // The agent may have died before the signal was armed.
-            if nix::unistd::getppid() != agent {
-                return Err(nix::errno::Errno::ESRCH.into());
+    cmd
+}
+
+/// Creates the pod's sandbox, its volumes and the hosts file, and works out what the container's
+/// child does before exec. Blocking.
+fn prepare(
+    ns: Namespaces,
+    sandbox: &Path,
+    volumes: &[VolumePlan],
+    mounts: &[Mount],
+    hosts: Option<(PathBuf, String)>,
+    hostname: &str,
+    working_dir: Option<&Path>,
+) -> Result<ChildSetup, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
+    let mut binds = Vec::new();
+    if ns.mount {
+        let tmp = sandbox.join("tmp");
+        std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).map_err(|e| io("chmod", &tmp, e))?;
+        let bind = |what: String, source: &Path, target: &Path, ro: bool| {
+            BindMount::new(what.clone(), source, target, ro)
+                .map_err(|e| format!("{what} (from {}): {e}", source.display()))
+        };
+        binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), false)?);
+        if let Some((dir, namespace)) = hosts {
+            let file = crate::hosts::ensure(&dir, &namespace).map_err(|e| io("creating the hosts file in", &dir, e))?;
+            binds.push(bind("mounting /etc/hosts".into(), &file, Path::new("/etc/hosts"), true)?);
+        }
+        for v in volumes {
+            volumes::prepare(v)?;
+        }
+        for m in mounts {
+            if m.sub_path && std::fs::symlink_metadata(&m.source).is_err() {
+                std::fs::create_dir_all(&m.source).map_err(|e| io("creating the subPath", &m.source, e))?;
             }
-            Ok(())
+            let what = format!("mounting volume {:?} at {}", m.volume, m.target.display());
+            binds.push(bind(what, &m.source, &m.target, m.read_only)?);
+        }
+    } else if !mounts.is_empty() {
+        WARN_NO_VOLUMES.call_once(|| {
+            tracing::warn!("the process runtime runs without isolation: containers start without their volumes")
         });
     }
-    cmd
+    let workdir = match working_dir {
+        Some(d) => Some(ChildSetup::workdir(d).map_err(|e| io("working directory", d, e))?),
+        None => None,
+    };
+    Ok(ChildSetup {
+        agent: Pid::this().as_raw(),
+        mount_ns: ns.mount,
+        hostname: if ns.mount && ns.uts { sandbox::hostname(hostname) } else { None },
+        mounts: binds,
+        pid_ns: ns.pid,
+        workdir,
+    })
 }
 
 /// Forwards the lines of one stream to the log writer.
@@ -339,20 +660,64 @@ async fn read_lines(stream: impl AsyncRead + Unpin, name: &'static str, out: mps
     }
 }
 
-/// Appends the lines of both streams to the log file, in the order they were read.
-async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>) {
-    let open = async {
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await?;
+/// How a container's log is rotated.
+#[derive(Debug, Clone, Copy)]
+struct Rotation {
+    max_bytes: u64,
+    max_files: usize,
+}
+
+async fn open_log(path: &Path) -> std::io::Result<tokio::fs::File> {
+    if let Some(dir) = path.parent() {
+        tokio::fs::create_dir_all(dir).await?;
+    }
+    tokio::fs::OpenOptions::new().create(true).append(true).open(path).await
+}
+
+/// The name a rotated log gets: `<n>.log.<UTC timestamp with nanoseconds>` (sorts by age).
+fn rotated_name(path: &Path, ts: jiff::Timestamp) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stamp = format!("{}{:09}", ts.strftime("%Y%m%d-%H%M%S."), ts.subsec_nanosecond());
+    path.with_file_name(format!("{name}.{stamp}"))
+}
+
+/// Moves the current log aside and removes the oldest rotated files beyond `max_files`.
+async fn rotate(path: &Path, max_files: usize) -> std::io::Result<()> {
+    let mut target = rotated_name(path, jiff::Timestamp::now());
+    while tokio::fs::try_exists(&target).await.unwrap_or(false) {
+        target = rotated_name(path, jiff::Timestamp::now());
+    }
+    tokio::fs::rename(path, &target).await?;
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else { return Ok(()) };
+    let prefix = format!("{}.", name.to_string_lossy());
+    let mut rotated = Vec::new();
+    let mut entries = tokio::fs::read_dir(dir).await?;
+    while let Some(e) = entries.next_entry().await? {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.starts_with(&prefix) {
+            rotated.push(n);
         }
-        tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await
-    };
-    let mut file = match open.await {
+    }
+    rotated.sort();
+    let excess = rotated.len().saturating_sub(max_files);
+    for n in &rotated[..excess] {
+        let _ = tokio::fs::remove_file(dir.join(n)).await;
+    }
+    Ok(())
+}
+
+/// Appends the lines of both streams to the log file, in the order they were read, rotating it.
+async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>, rotation: Rotation) {
+    let mut file = match open_log(&path).await {
         Ok(f) => Some(f),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "opening a container log");
             None
         }
+    };
+    let mut size = match &file {
+        Some(f) => f.metadata().await.map(|m| m.len()).unwrap_or(0),
+        None => 0,
     };
     while let Some(line) = lines.recv().await {
         let Some(f) = file.as_mut() else { continue };
@@ -365,6 +730,20 @@ async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>) {
         if let Err(e) = written {
             tracing::warn!(path = %path.display(), error = %e, "writing a container log");
             file = None;
+            continue;
+        }
+        size += line.len() as u64;
+        if rotation.max_bytes > 0 && size >= rotation.max_bytes {
+            let _ = f.flush().await;
+            file = None;
+            if let Err(e) = rotate(&path, rotation.max_files).await {
+                tracing::warn!(path = %path.display(), error = %e, "rotating a container log");
+            }
+            match open_log(&path).await {
+                Ok(f) => file = Some(f),
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "reopening a container log"),
+            }
+            size = 0;
         }
     }
     if let Some(mut f) = file {
@@ -439,6 +818,10 @@ impl Runtime for ProcessRuntime {
             Ok(p) => p,
             Err(e) => return ready(Err(e)),
         };
+        let (volumes, mounts) = match plan_volumes(&req, &self.state_dir) {
+            Ok(v) => v,
+            Err(e) => return ready(Err(e)),
+        };
         let spawner = match self.spawner() {
             Ok(s) => s,
             Err(e) => return ready(Err(e)),
@@ -447,17 +830,46 @@ impl Runtime for ProcessRuntime {
         let running = self.running.clone();
         let name = req.container.name.clone();
         let log_path = req.log_path.clone();
+        let rotation = Rotation { max_bytes: self.config.log_max_bytes, max_files: self.config.log_max_files };
+        let ns = self.ns;
+        let sandbox = sandbox_dir(&self.state_dir, &req.pod);
+        let namespace = req.pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let hosts = self.config.hosts_dir.clone().map(|d| (d, namespace));
+        let host_name = hostname(&req.pod);
+        let pod_uid = req.pod.metadata.uid.clone().unwrap_or_default();
         async move {
+            let fail = |what: String| RuntimeError(format!("container {name:?}: {what}"));
+            let working_dir = plan.working_dir.clone();
+            let setup = tokio::task::spawn_blocking(move || {
+                prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, working_dir.as_deref())
+            })
+            .await
+            .map_err(|e| fail(format!("preparing the sandbox: {e}")))?
+            .map_err(fail)?;
+            let setup = Arc::new(setup);
+            let (report_r, report_w) = sandbox::report_pipe().map_err(|e| fail(format!("creating a pipe: {e}")))?;
+            let mut cmd = command(&plan.argv, &plan.env, log_path.is_some());
+            let child_setup = setup.clone();
+            // SAFETY: `ChildSetup::run` only makes system calls on memory prepared before the
+            // fork (see its docs); the closure owns the pipe's write end until it is dropped.
+            unsafe {
+                cmd.pre_exec(move || {
+                    use std::os::fd::AsRawFd;
+                    child_setup.run(report_w.as_raw_fd())
+                });
+            }
             let (reply, spawned) = oneshot::channel();
-            let cmd = command(&plan, log_path.is_some());
             let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
-            spawner.send(Spawn { cmd, reply }).map_err(|_| stopped())?;
-            let mut child = spawned
-                .await
-                .map_err(|_| stopped())?
-                .map_err(|e| RuntimeError(format!("container {name:?}: starting {:?}: {e}", plan.argv[0])))?;
-            let pid = child.id().expect("a child that was not waited for has a pid");
-            let pgid = Pid::from_raw(pid as i32);
+            spawner.send(Spawn { cmd, report: Some(report_r), reply }).map_err(|_| stopped())?;
+            let (spawned, report) = spawned.await.map_err(|_| stopped())?;
+            let (reported_pid, failed_step) = setup.read_report(&report);
+            let mut child = spawned.map_err(|e| match &failed_step {
+                Some(step) => fail(format!("{step}: {e}")),
+                None => fail(format!("starting {:?}: {e}", plan.argv[0])),
+            })?;
+            let pgid_raw = child.id().expect("a child that was not waited for has a pid");
+            let pgid = Pid::from_raw(pgid_raw as i32);
+            let pid = reported_pid.unwrap_or(pgid_raw);
             let log = log_path.map(|path| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 if let Some(out) = child.stdout.take() {
@@ -466,11 +878,12 @@ impl Runtime for ProcessRuntime {
                 if let Some(err) = child.stderr.take() {
                     tokio::spawn(read_lines(err, "stderr", tx));
                 }
-                tokio::spawn(write_log(path, rx))
+                tokio::spawn(write_log(path, rx, rotation))
             });
             let id = ContainerId(format!("process://{pid}-{n}"));
             let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-            let entry = Entry { pgid, kills: kill_tx, plan: Arc::new(plan) };
+            let cwd = plan.working_dir.clone().or_else(|| std::env::current_dir().ok());
+            let entry = Entry { pgid, pid, pod_uid, kills: kill_tx, plan: Arc::new(plan), cwd };
             running.lock().expect("running table lock").insert(id.clone(), entry);
             let (exit_tx, exit_rx) = oneshot::channel();
             tokio::spawn(supervise(child, pgid, kill_rx, exit_tx, log, Forget(running, id.clone())));
@@ -502,8 +915,9 @@ impl Runtime for ProcessRuntime {
         timeout: Duration,
     ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>> {
         let ready = |r| futures::future::ready(r).boxed();
-        let container = self.running.lock().ok().and_then(|m| m.get(id).map(|e| e.plan.clone()));
-        let Some(container) = container else {
+        let container =
+            self.running.lock().ok().and_then(|m| m.get(id).map(|e| (e.plan.clone(), e.pid, e.cwd.clone())));
+        let Some((container, pid, cwd)) = container else {
             return ready(Err(RuntimeError(format!("container {id} is not running"))));
         };
         if argv.is_empty() {
@@ -514,16 +928,30 @@ impl Runtime for ProcessRuntime {
             Err(e) => return ready(Err(e)),
         };
         async move {
-            let plan = Plan { argv, env: container.env.clone(), working_dir: container.working_dir.clone() };
-            let mut cmd = command(&plan, true);
-            cmd.stderr(Stdio::piped());
+            let mut cmd = command(&argv, &container.env, true);
+            let agent = Pid::this();
+            // SAFETY: prctl(2) and getppid(2) are plain system calls; errors are built from an
+            // errno without allocating.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                    // The agent may have died before the signal was armed.
+                    if nix::unistd::getppid() != agent {
+                        return Err(nix::errno::Errno::ESRCH.into());
+                    }
+                    Ok(())
+                });
+            }
+            sandbox::join(cmd.as_std_mut(), pid, cwd.as_deref())
+                .map_err(|e| RuntimeError(format!("exec: entering container {pid}: {e}")))?;
             let (reply, spawned) = oneshot::channel();
             let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
-            spawner.send(Spawn { cmd, reply }).map_err(|_| stopped())?;
+            spawner.send(Spawn { cmd, report: None, reply }).map_err(|_| stopped())?;
             let child = spawned
                 .await
                 .map_err(|_| stopped())?
-                .map_err(|e| RuntimeError(format!("exec {:?}: {e}", plan.argv[0])))?;
+                .0
+                .map_err(|e| RuntimeError(format!("exec {:?}: {e}", argv[0])))?;
             let pgid = child.id().map(|p| Pid::from_raw(p as i32));
             match tokio::time::timeout(timeout, child.wait_with_output()).await {
                 Ok(Ok(out)) => {
@@ -531,12 +959,12 @@ impl Runtime for ProcessRuntime {
                     output.extend_from_slice(&out.stderr);
                     Ok(ExecOutput { exit_code: exit_status(Ok(out.status), jiff::Timestamp::now()).exit_code, output })
                 }
-                Ok(Err(e)) => Err(RuntimeError(format!("exec {:?}: {e}", plan.argv[0]))),
+                Ok(Err(e)) => Err(RuntimeError(format!("exec {:?}: {e}", argv[0]))),
                 Err(_) => {
                     if let Some(pgid) = pgid {
                         signal_group(pgid, Signal::SIGKILL);
                     }
-                    Err(RuntimeError(format!("exec {:?}: timed out after {timeout:?}", plan.argv[0])))
+                    Err(RuntimeError(format!("exec {:?}: timed out after {timeout:?}", argv[0])))
                 }
             }
         }
@@ -545,6 +973,27 @@ impl Runtime for ProcessRuntime {
 
     fn reachable(&self) -> bool {
         true
+    }
+
+    fn pod_ip(&self) -> String {
+        next_loopback_ip()
+    }
+
+    fn remove_pod(&self, uid: &str) {
+        if let Ok(m) = self.running.lock() {
+            for e in m.values().filter(|e| e.pod_uid == uid) {
+                signal_group(e.pgid, Signal::SIGKILL);
+            }
+        }
+        if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
+            return;
+        }
+        let dir = self.state_dir.join("pods").join(uid);
+        if let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "removing a pod's sandbox");
+        }
     }
 }
 
@@ -645,12 +1094,87 @@ mod tests {
             (json!({"name": "m", "command": ["true"], "env": [field("spec.nope")]}), "unsupported fieldRef"),
             (
                 json!({"name": "m", "command": ["true"], "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
-                "container \"m\": env \"S\": valueFrom.secretKeyRef is not supported",
+                "container \"m\": env \"S\": secret \"s\" not found",
             ),
-            (json!({"name": "m", "command": ["true"], "envFrom": [{"configMapRef": {"name": "c"}}]}), "envFrom"),
+            (
+                json!({"name": "m", "command": ["true"], "envFrom": [{"configMapRef": {"name": "c"}}]}),
+                "envFrom: configmap \"c\" not found",
+            ),
         ] {
             let err = plan(&request(pod.clone(), c), &BTreeMap::new()).unwrap_err();
             assert!(err.0.contains(want), "{err}");
         }
+    }
+
+    #[test]
+    fn env_from_config_maps_and_secrets() {
+        let pod = json!({"metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": []}});
+        let mut req = request(
+            pod,
+            json!({"name": "m", "command": ["true"],
+            "envFrom": [
+                {"configMapRef": {"name": "cfg"}},
+                {"secretRef": {"name": "sec"}, "prefix": "S_"},
+                {"configMapRef": {"name": "absent", "optional": true}},
+            ],
+            "env": [
+                {"name": "ONE", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "one"}}},
+                {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "token"}}},
+                {"name": "OPT", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "nope", "optional": true}}},
+                {"name": "OPT2", "valueFrom": {"configMapKeyRef": {"name": "absent", "key": "k", "optional": true}}},
+                {"name": "two", "value": "overridden"},
+                {"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            ]}),
+        );
+        let mut res = PodResources::default();
+        res.config_maps
+            .insert("cfg".into(), [("one".to_string(), b"1".to_vec()), ("two".into(), b"2".to_vec())].into());
+        res.secrets
+            .insert("sec".into(), [("token".to_string(), b"t0k".to_vec()), ("bad=name".into(), b"x".to_vec())].into());
+        req.resources = Arc::new(res);
+        req.pod_ip = "127.1.0.9".into();
+        let p = plan(&req, &BTreeMap::new()).unwrap();
+        let e = |k: &str| p.env.get(k).map(String::as_str);
+        assert_eq!((e("one"), e("two"), e("S_token")), (Some("1"), Some("overridden"), Some("t0k")));
+        assert_eq!((e("ONE"), e("TOKEN"), e("OPT"), e("OPT2")), (Some("1"), Some("t0k"), None, None));
+        assert_eq!(e("S_bad=name"), None, "invalid names are skipped");
+        assert_eq!((e("IP"), e("POD_IP")), (Some("127.1.0.9"), Some("127.1.0.9")), "the request's pod IP wins");
+
+        let key_missing = |c: serde_json::Value| {
+            plan(&request(json!({"metadata": {"name": "p", "namespace": "ns"}}), c), &BTreeMap::new())
+        };
+        let mut r = request(
+            json!({"metadata": {"name": "p", "namespace": "ns"}}),
+            json!({"name": "m", "command": ["true"],
+            "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "k"}}}]}),
+        );
+        r.resources =
+            Arc::new(PodResources { config_maps: [("cfg".to_string(), BTreeMap::new())].into(), ..Default::default() });
+        assert!(plan(&r, &BTreeMap::new()).unwrap_err().0.ends_with("couldn't find key k in ConfigMap ns/cfg"));
+        let err = key_missing(json!({"name": "m", "command": ["true"],
+            "env": [{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]}))
+        .unwrap_err();
+        assert!(err.0.contains("resourceFieldRef is not supported"), "{err}");
+    }
+
+    #[test]
+    fn pod_ips_are_loopback_addresses() {
+        let ips: Vec<String> = (0..600).map(|_| next_loopback_ip()).collect();
+        let unique: std::collections::BTreeSet<&String> = ips.iter().collect();
+        assert_eq!(unique.len(), ips.len());
+        for ip in &ips {
+            let o: Vec<u8> = ip.split('.').map(|x| x.parse().unwrap()).collect();
+            assert_eq!(o[0], 127, "{ip}");
+            assert!(o[1] >= 1 && o[3] != 0 && o[3] != 255, "{ip}");
+        }
+    }
+
+    #[test]
+    fn rotated_log_names_sort_by_age() {
+        let a: jiff::Timestamp = "2024-01-02T03:04:05.000000009Z".parse().unwrap();
+        let b: jiff::Timestamp = "2024-01-02T03:04:05.1Z".parse().unwrap();
+        let (na, nb) = (rotated_name(Path::new("/l/0.log"), a), rotated_name(Path::new("/l/0.log"), b));
+        assert_eq!(na, Path::new("/l/0.log.20240102-030405.000000009"));
+        assert!(na < nb);
     }
 }

@@ -1,0 +1,511 @@
+//! Pod volumes for the process runtime: where each volume's data lives on the host, and what a
+//! container's `volumeMounts` bind where. Planning is pure (tested without processes);
+//! [`prepare`] creates the directories and writes the files.
+//!
+//! | volume                  | host directory                                   | lifetime                  |
+//! |-------------------------|--------------------------------------------------|---------------------------|
+//! | `emptyDir`              | `<sandbox>/volumes/<name>`                       | the pod                   |
+//! | `configMap`, `secret`,  | `<sandbox>/volumes/<name>` (files written from   | the pod; mounted read-only|
+//! | `projected`, `downwardAPI` | the pod's [`PodResources`])                   |                           |
+//! | `hostPath`              | the path itself (created for `*OrCreate` types)  | the host                  |
+//! | `persistentVolumeClaim` | `<state_dir>/pvc/<namespace>/<claimName>`        | the state directory       |
+//!
+//! Other volume types fail the start of a container that mounts them.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Container, KeyToPath, Pod, Volume};
+
+use super::PodResources;
+use super::process::expand;
+
+/// Where a pod's volumes live.
+#[derive(Debug, Clone, Copy)]
+pub struct Dirs<'a> {
+    /// The pod's sandbox directory (`<state_dir>/pods/<uid>`).
+    pub sandbox: &'a Path,
+    /// The runtime's state directory (for claims).
+    pub state_dir: &'a Path,
+}
+
+/// What [`prepare`] does for a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Prepare {
+    /// Creates the directory (emptyDir, persistentVolumeClaim).
+    Dir,
+    /// Creates the directory and (re)writes these files in it.
+    Files(Vec<VolumeFile>),
+    /// Checks (and for `DirectoryOrCreate`/`FileOrCreate` creates) a hostPath by its `type`.
+    HostPath(String),
+}
+
+/// One file of a configMap, secret, projected or downwardAPI volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeFile {
+    /// Relative to the volume's directory.
+    pub path: String,
+    pub data: Vec<u8>,
+    pub mode: u32,
+}
+
+/// A volume of the pod, resolved to a host path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumePlan {
+    pub name: String,
+    pub source: PathBuf,
+    pub prepare: Prepare,
+    /// Mounted read-only whatever the volumeMount says (configMap, secret, read-only claims).
+    pub read_only: bool,
+}
+
+/// One bind mount of a container: `source` (a host path) at `target` (the container's path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub volume: String,
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub read_only: bool,
+    /// `subPath`: the source is a sub-path of the volume, created when missing.
+    pub sub_path: bool,
+}
+
+const DEFAULT_MODE: u32 = 0o644;
+
+fn mode(m: Option<i32>, default: u32) -> u32 {
+    m.map(|m| m as u32 & 0o7777).unwrap_or(default)
+}
+
+/// A relative path with no `..`: item paths and subPaths must stay inside their volume.
+fn check_relative(path: &str, what: &str) -> Result<(), String> {
+    let p = Path::new(path);
+    if path.is_empty() || p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(format!("{what} {path:?} must be a relative path without '..'"));
+    }
+    Ok(())
+}
+
+/// The files of a configMap or secret source: every key, or the `items` mapping.
+fn key_files(
+    kind: &str,
+    ns: &str,
+    name: &str,
+    data: Option<&BTreeMap<String, Vec<u8>>>,
+    items: Option<&Vec<KeyToPath>>,
+    optional: bool,
+    default_mode: u32,
+) -> Result<Vec<VolumeFile>, String> {
+    let Some(data) = data else {
+        return if optional { Ok(Vec::new()) } else { Err(format!("{} {name:?} not found", kind.to_lowercase())) };
+    };
+    match items.filter(|i| !i.is_empty()) {
+        None => {
+            Ok(data.iter().map(|(k, v)| VolumeFile { path: k.clone(), data: v.clone(), mode: default_mode }).collect())
+        }
+        Some(items) => {
+            let mut out = Vec::new();
+            for item in items {
+                check_relative(&item.path, "item path")?;
+                match data.get(&item.key) {
+                    Some(v) => out.push(VolumeFile {
+                        path: item.path.clone(),
+                        data: v.clone(),
+                        mode: mode(item.mode, default_mode),
+                    }),
+                    None if optional => {}
+                    None => return Err(format!("couldn't find key {} in {kind} {ns}/{name}", item.key)),
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Resolves one volume of the pod. `field` resolves a downward API `fieldRef` path.
+pub fn plan_volume(
+    pod: &Pod,
+    vol: &Volume,
+    res: &PodResources,
+    dirs: Dirs<'_>,
+    field: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<VolumePlan, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let own = dirs.sandbox.join("volumes").join(&vol.name);
+    let plan = |source: PathBuf, prepare: Prepare, read_only: bool| VolumePlan {
+        name: vol.name.clone(),
+        source,
+        prepare,
+        read_only,
+    };
+    if vol.empty_dir.is_some() {
+        return Ok(plan(own, Prepare::Dir, false));
+    }
+    if let Some(cm) = &vol.config_map {
+        let files = key_files(
+            "ConfigMap",
+            ns,
+            &cm.name,
+            res.config_maps.get(&cm.name),
+            cm.items.as_ref(),
+            cm.optional == Some(true),
+            mode(cm.default_mode, DEFAULT_MODE),
+        )?;
+        return Ok(plan(own, Prepare::Files(files), true));
+    }
+    if let Some(s) = &vol.secret {
+        let name = s.secret_name.clone().unwrap_or_default();
+        let files = key_files(
+            "Secret",
+            ns,
+            &name,
+            res.secrets.get(&name),
+            s.items.as_ref(),
+            s.optional == Some(true),
+            mode(s.default_mode, DEFAULT_MODE),
+        )?;
+        return Ok(plan(own, Prepare::Files(files), true));
+    }
+    if let Some(p) = &vol.projected {
+        let default_mode = mode(p.default_mode, DEFAULT_MODE);
+        let mut files = Vec::new();
+        for src in p.sources.iter().flatten() {
+            if let Some(cm) = &src.config_map {
+                let data = res.config_maps.get(&cm.name);
+                let optional = cm.optional == Some(true);
+                files.extend(key_files("ConfigMap", ns, &cm.name, data, cm.items.as_ref(), optional, default_mode)?);
+            }
+            if let Some(s) = &src.secret {
+                let data = res.secrets.get(&s.name);
+                let optional = s.optional == Some(true);
+                files.extend(key_files("Secret", ns, &s.name, data, s.items.as_ref(), optional, default_mode)?);
+            }
+            if let Some(d) = &src.downward_api {
+                files.extend(downward_files(d.items.iter().flatten(), default_mode, field)?);
+            }
+        }
+        return Ok(plan(own, Prepare::Files(files), true));
+    }
+    if let Some(d) = &vol.downward_api {
+        let files = downward_files(d.items.iter().flatten(), mode(d.default_mode, DEFAULT_MODE), field)?;
+        return Ok(plan(own, Prepare::Files(files), true));
+    }
+    if let Some(h) = &vol.host_path {
+        if !Path::new(&h.path).is_absolute() {
+            return Err(format!("hostPath {:?} must be absolute", h.path));
+        }
+        return Ok(plan(PathBuf::from(&h.path), Prepare::HostPath(h.type_.clone().unwrap_or_default()), false));
+    }
+    if let Some(c) = &vol.persistent_volume_claim {
+        check_relative(&c.claim_name, "claimName")?;
+        let dir = dirs.state_dir.join("pvc").join(ns).join(&c.claim_name);
+        return Ok(plan(dir, Prepare::Dir, c.read_only == Some(true)));
+    }
+    Err("unsupported volume type in the process runtime (supported: emptyDir, configMap, secret, projected, \
+         downwardAPI, hostPath, persistentVolumeClaim)"
+        .into())
+}
+
+fn downward_files<'a>(
+    items: impl Iterator<Item = &'a k8s_openapi::api::core::v1::DownwardAPIVolumeFile>,
+    default_mode: u32,
+    field: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<Vec<VolumeFile>, String> {
+    let mut out = Vec::new();
+    for item in items {
+        check_relative(&item.path, "item path")?;
+        let Some(f) = &item.field_ref else {
+            return Err(format!("downwardAPI item {:?}: only fieldRef is supported", item.path));
+        };
+        let value = field(&f.field_path)?;
+        out.push(VolumeFile { path: item.path.clone(), data: value.into_bytes(), mode: mode(item.mode, default_mode) });
+    }
+    Ok(out)
+}
+
+/// The volumes `container` mounts and its bind mounts, in mount order (shallow targets first).
+/// `env` expands `subPathExpr`.
+pub fn plan_mounts(
+    pod: &Pod,
+    container: &Container,
+    res: &PodResources,
+    dirs: Dirs<'_>,
+    env: &BTreeMap<String, String>,
+    field: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<(Vec<VolumePlan>, Vec<Mount>), String> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    let mut planned: Vec<VolumePlan> = Vec::new();
+    let mut mounts = Vec::new();
+    for vm in container.volume_mounts.iter().flatten() {
+        let target = PathBuf::from(&vm.mount_path);
+        if !target.is_absolute() {
+            return Err(format!("volumeMount {:?}: mountPath {:?} must be absolute", vm.name, vm.mount_path));
+        }
+        let vol = match planned.iter().find(|v| v.name == vm.name) {
+            Some(v) => v.clone(),
+            None => {
+                let Some(spec) = volumes.and_then(|v| v.iter().find(|v| v.name == vm.name)) else {
+                    return Err(format!("volumeMount {:?}: the pod has no volume {:?}", vm.name, vm.name));
+                };
+                let v = plan_volume(pod, spec, res, dirs, field).map_err(|e| format!("volume {:?}: {e}", vm.name))?;
+                planned.push(v.clone());
+                v
+            }
+        };
+        let sub = match (vm.sub_path.as_deref().filter(|s| !s.is_empty()), vm.sub_path_expr.as_deref()) {
+            (Some(s), _) => Some(s.to_string()),
+            (None, Some(e)) if !e.is_empty() => Some(expand(e, env)),
+            _ => None,
+        };
+        if let Some(s) = &sub {
+            check_relative(s, "subPath").map_err(|e| format!("volumeMount {:?}: {e}", vm.name))?;
+        }
+        mounts.push(Mount {
+            volume: vm.name.clone(),
+            source: sub.as_ref().map_or_else(|| vol.source.clone(), |s| vol.source.join(s)),
+            target,
+            read_only: vol.read_only || vm.read_only == Some(true),
+            sub_path: sub.is_some(),
+        });
+    }
+    mounts.sort_by_key(|m| m.target.components().count());
+    Ok((planned, mounts))
+}
+
+/// Creates a volume's directory or host path and writes its files.
+pub fn prepare(v: &VolumePlan) -> Result<(), String> {
+    let io = |what: &str, p: &Path, e: std::io::Error| format!("volume {:?}: {what} {}: {e}", v.name, p.display());
+    match &v.prepare {
+        Prepare::Dir => std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e)),
+        Prepare::Files(files) => {
+            std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e))?;
+            for f in files {
+                let path = v.source.join(&f.path);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
+                }
+                // Written beside and renamed: a container reading the volume never sees half a file.
+                let tmp = path.with_file_name(format!(
+                    ".{}.tmp",
+                    path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+                ));
+                std::fs::write(&tmp, &f.data).map_err(|e| io("writing", &tmp, e))?;
+                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(f.mode))
+                    .map_err(|e| io("setting the mode of", &tmp, e))?;
+                std::fs::rename(&tmp, &path).map_err(|e| io("writing", &path, e))?;
+            }
+            Ok(())
+        }
+        Prepare::HostPath(kind) => {
+            let p = &v.source;
+            let meta = std::fs::metadata(p);
+            let fail = |what: &str| {
+                Err(format!("volume {:?}: hostPath type check failed: {} is not {what}", v.name, p.display()))
+            };
+            match kind.as_str() {
+                "" => Ok(()),
+                "DirectoryOrCreate" => std::fs::create_dir_all(p).map_err(|e| io("creating", p, e)),
+                "FileOrCreate" => {
+                    if meta.is_err() {
+                        if let Some(dir) = p.parent() {
+                            std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
+                        }
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(p)
+                            .map_err(|e| io("creating", p, e))?;
+                    }
+                    Ok(())
+                }
+                "Directory" if meta.as_ref().is_ok_and(|m| m.is_dir()) => Ok(()),
+                "Directory" => fail("a directory"),
+                "File" if meta.as_ref().is_ok_and(|m| m.is_file()) => Ok(()),
+                "File" => fail("a file"),
+                "Socket" if meta.as_ref().is_ok_and(|m| m.file_type().is_socket()) => Ok(()),
+                "Socket" => fail("a socket"),
+                "CharDevice" if meta.as_ref().is_ok_and(|m| m.file_type().is_char_device()) => Ok(()),
+                "CharDevice" => fail("a character device"),
+                "BlockDevice" if meta.as_ref().is_ok_and(|m| m.file_type().is_block_device()) => Ok(()),
+                "BlockDevice" => fail("a block device"),
+                other => Err(format!("volume {:?}: unknown hostPath type {other:?}", v.name)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(volumes: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [], "volumes": volumes}
+        }))
+        .unwrap()
+    }
+
+    fn container(mounts: serde_json::Value) -> Container {
+        serde_json::from_value(json!({"name": "m", "volumeMounts": mounts})).unwrap()
+    }
+
+    fn resources() -> PodResources {
+        let mut r = PodResources::default();
+        r.config_maps.insert("cfg".into(), [("a".to_string(), b"A".to_vec()), ("b".into(), b"B".to_vec())].into());
+        r.secrets.insert("sec".into(), [("token".to_string(), b"t0k".to_vec())].into());
+        r
+    }
+
+    fn no_field(path: &str) -> Result<String, String> {
+        Ok(format!("<{path}>"))
+    }
+
+    fn plan(volumes: serde_json::Value, mounts: serde_json::Value) -> Result<(Vec<VolumePlan>, Vec<Mount>), String> {
+        let dirs = Dirs { sandbox: Path::new("/s/pods/u1"), state_dir: Path::new("/s") };
+        let env = BTreeMap::from([("IDX".to_string(), "3".to_string())]);
+        plan_mounts(&pod(volumes), &container(mounts), &resources(), dirs, &env, &no_field)
+    }
+
+    #[test]
+    fn volumes_resolve_to_host_paths() {
+        let (vols, mounts) = plan(
+            json!([
+                {"name": "scratch", "emptyDir": {}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": "claim"}},
+                {"name": "host", "hostPath": {"path": "/var/x", "type": "DirectoryOrCreate"}},
+                {"name": "cfg", "configMap": {"name": "cfg"}},
+                {"name": "unused", "nfs": {"server": "s", "path": "/"}},
+            ]),
+            json!([
+                {"name": "scratch", "mountPath": "/scratch/deep/er"},
+                {"name": "data", "mountPath": "/data", "readOnly": true},
+                {"name": "host", "mountPath": "/host", "subPath": "sub/dir"},
+                {"name": "cfg", "mountPath": "/etc/cfg"},
+                {"name": "scratch", "mountPath": "/w", "subPathExpr": "idx-$(IDX)"},
+            ]),
+        )
+        .unwrap();
+        let by = |n: &str| vols.iter().find(|v| v.name == n).unwrap();
+        assert_eq!(vols.len(), 4, "each mounted volume once, unmounted ones not planned");
+        assert_eq!(
+            (by("scratch").source.to_str(), &by("scratch").prepare),
+            (Some("/s/pods/u1/volumes/scratch"), &Prepare::Dir)
+        );
+        assert_eq!(by("data").source, Path::new("/s/pvc/ns/claim"));
+        assert_eq!(by("host").prepare, Prepare::HostPath("DirectoryOrCreate".into()));
+        assert!(by("cfg").read_only);
+        let m: Vec<(&str, &str, bool)> =
+            mounts.iter().map(|m| (m.source.to_str().unwrap(), m.target.to_str().unwrap(), m.read_only)).collect();
+        assert_eq!(
+            m,
+            [
+                ("/s/pvc/ns/claim", "/data", true),
+                ("/var/x/sub/dir", "/host", false),
+                ("/s/pods/u1/volumes/scratch/idx-3", "/w", false),
+                ("/s/pods/u1/volumes/cfg", "/etc/cfg", true),
+                ("/s/pods/u1/volumes/scratch", "/scratch/deep/er", false),
+            ],
+            "shallow targets first, in spec order otherwise"
+        );
+    }
+
+    #[test]
+    fn config_map_and_secret_files() {
+        let (vols, _) = plan(
+            json!([
+                {"name": "cfg", "configMap": {"name": "cfg", "items": [{"key": "b", "path": "dir/bee", "mode": 0o600}], "defaultMode": 0o640}},
+                {"name": "sec", "secret": {"secretName": "sec", "defaultMode": 0o400}},
+                {"name": "proj", "projected": {"sources": [
+                    {"configMap": {"name": "cfg", "items": [{"key": "a", "path": "a.txt"}]}},
+                    {"secret": {"name": "gone", "optional": true}},
+                    {"downwardAPI": {"items": [{"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+                ]}},
+            ]),
+            json!([{"name": "cfg", "mountPath": "/c"}, {"name": "sec", "mountPath": "/s"}, {"name": "proj", "mountPath": "/p"}]),
+        )
+        .unwrap();
+        let files = |i: usize| match &vols[i].prepare {
+            Prepare::Files(f) => f.iter().map(|f| (f.path.clone(), f.data.clone(), f.mode)).collect::<Vec<_>>(),
+            p => panic!("{p:?}"),
+        };
+        assert_eq!(files(0), [("dir/bee".to_string(), b"B".to_vec(), 0o600)]);
+        assert_eq!(files(1), [("token".to_string(), b"t0k".to_vec(), 0o400)]);
+        assert_eq!(
+            files(2),
+            [("a.txt".to_string(), b"A".to_vec(), 0o644), ("name".to_string(), b"<metadata.name>".to_vec(), 0o644)]
+        );
+    }
+
+    #[test]
+    fn errors_name_what_is_missing() {
+        for (volumes, mounts, want) in [
+            (
+                json!([{"name": "c", "configMap": {"name": "nope"}}]),
+                json!([{"name": "c", "mountPath": "/c"}]),
+                "volume \"c\": configmap \"nope\" not found",
+            ),
+            (
+                json!([{"name": "s", "secret": {"secretName": "nope"}}]),
+                json!([{"name": "s", "mountPath": "/c"}]),
+                "secret \"nope\" not found",
+            ),
+            (
+                json!([{"name": "c", "configMap": {"name": "cfg", "items": [{"key": "zz", "path": "z"}]}}]),
+                json!([{"name": "c", "mountPath": "/c"}]),
+                "couldn't find key zz in ConfigMap ns/cfg",
+            ),
+            (json!([]), json!([{"name": "x", "mountPath": "/x"}]), "the pod has no volume \"x\""),
+            (json!([{"name": "e", "emptyDir": {}}]), json!([{"name": "e", "mountPath": "rel"}]), "must be absolute"),
+            (
+                json!([{"name": "e", "emptyDir": {}}]),
+                json!([{"name": "e", "mountPath": "/e", "subPath": "../up"}]),
+                "without '..'",
+            ),
+            (
+                json!([{"name": "n", "nfs": {"server": "s", "path": "/"}}]),
+                json!([{"name": "n", "mountPath": "/n"}]),
+                "unsupported volume type",
+            ),
+        ] {
+            let err = plan(volumes, mounts).unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
+        // Optional and missing: an empty volume.
+        let (vols, _) = plan(
+            json!([{"name": "c", "configMap": {"name": "nope", "optional": true}}]),
+            json!([{"name": "c", "mountPath": "/c"}]),
+        )
+        .unwrap();
+        assert_eq!(vols[0].prepare, Prepare::Files(vec![]));
+    }
+
+    #[test]
+    fn prepare_writes_files_and_checks_host_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let v = VolumePlan {
+            name: "c".into(),
+            source: dir.path().join("c"),
+            prepare: Prepare::Files(vec![VolumeFile { path: "d/f".into(), data: b"x".to_vec(), mode: 0o600 }]),
+            read_only: true,
+        };
+        prepare(&v).unwrap();
+        prepare(&v).unwrap();
+        let f = dir.path().join("c/d/f");
+        assert_eq!(std::fs::read(&f).unwrap(), b"x");
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
+        let host = |path: PathBuf, t: &str| VolumePlan {
+            name: "h".into(),
+            source: path,
+            prepare: Prepare::HostPath(t.into()),
+            read_only: false,
+        };
+        assert!(prepare(&host(dir.path().join("missing"), "Directory")).unwrap_err().contains("is not a directory"));
+        prepare(&host(dir.path().join("made"), "DirectoryOrCreate")).unwrap();
+        assert!(dir.path().join("made").is_dir());
+        prepare(&host(dir.path().join("made/file"), "FileOrCreate")).unwrap();
+        prepare(&host(dir.path().join("made/file"), "File")).unwrap();
+    }
+}
