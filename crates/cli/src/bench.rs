@@ -93,11 +93,7 @@ async fn process_cluster(dir: &std::path::Path) -> anyhow::Result<LocalCluster> 
 }
 
 /// Waits (through a watch, at most a minute) until some pod matching `labels` satisfies `pred`.
-async fn wait_pods<T>(
-    pods: &Api<Pod>,
-    labels: &str,
-    mut pred: impl FnMut(&[Pod]) -> Option<T>,
-) -> anyhow::Result<T> {
+async fn wait_pods<T>(pods: &Api<Pod>, labels: &str, mut pred: impl FnMut(&[Pod]) -> Option<T>) -> anyhow::Result<T> {
     let mut store = std::collections::BTreeMap::new();
     let mut w = watcher(pods.clone(), watcher::Config::default().labels(labels)).applied_objects().boxed();
     tokio::time::timeout(Duration::from_secs(60), async {

@@ -1,14 +1,56 @@
-//! `jobset`: the single binary. `jobset up` runs the embedded control plane.
+//! `jobset`: the single binary. `jobset up` runs the embedded control plane; `jobset run`
+//! applies manifests and waits for their Jobs; `get`, `describe`, `logs`, `delete`, `events`,
+//! `apply` work against any API server, as kubectl does.
+//!
+//! Exit codes: 0 success; 1 failure (a Job failed, an error from the server); 2 `run --timeout`
+//! expired; 3 usage or input errors (bad flags, bad YAML, objects the server rejects in `run`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod apply;
+// bench.rs is maintained separately; it trips this lint on newer clippy.
+#[allow(clippy::field_reassign_with_default)]
 mod bench;
+mod client;
+mod cluster;
+mod delete;
+mod describe;
+mod events;
+mod get;
+mod kinds;
+mod logs;
+mod manifest;
 mod node;
+mod progress;
+mod run;
 mod up;
+
+/// Exit code for usage and input errors.
+pub const USAGE: i32 = 3;
+
+/// An error that ends the command with an exit code and a message shown as is.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: i32, message: impl Into<String>) -> Failure {
+        Failure { code, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
 
 #[derive(Parser)]
 #[command(name = "jobset", version, about = "Fault-tolerant JobSet orchestration, on a cluster or on one machine")]
@@ -26,6 +68,20 @@ enum Command {
         #[command(subcommand)]
         what: node::NodeCommand,
     },
+    /// Apply manifests, then show progress until every Job has finished (embedded cluster by default).
+    Run(run::RunArgs),
+    /// Server-side apply manifests (`-f FILE`, repeatable; `-` for stdin).
+    Apply(apply::ApplyArgs),
+    /// List resources as a table (or one object), like kubectl get.
+    Get(get::GetArgs),
+    /// Show an object in detail, with its conditions and events.
+    Describe(describe::DescribeArgs),
+    /// Print a pod's (or `job/NAME`'s first pod's) container logs.
+    Logs(logs::LogsArgs),
+    /// Delete objects by name, or all of a kind with --all.
+    Delete(delete::DeleteArgs),
+    /// List events, like kubectl events.
+    Events(events::EventsArgs),
     /// Print performance figures.
     Bench {
         #[command(subcommand)]
@@ -33,17 +89,66 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let usage = e.use_stderr();
+            let _ = e.print();
+            std::process::exit(if usage { USAGE } else { 0 });
+        }
+    };
+    // The client commands keep the embedded cluster's logs (run) and kube's quiet by default.
+    let default_filter = if matches!(cli.command, Command::Up(_) | Command::Bench { .. } | Command::Node { .. }) {
+        "info"
+    } else {
+        "warn"
+    };
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("JOBSET_LOG").unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("JOBSET_LOG").unwrap_or_else(|_| default_filter.into()),
+        )
         .with_writer(std::io::stderr)
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the Tokio runtime")?;
-    match cli.command {
-        Command::Up(args) => rt.block_on(up::run(args)),
-        Command::Node { what } => rt.block_on(node::run(what)),
-        Command::Bench { what } => rt.block_on(bench::run(what)),
+    let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => {
+            let result = rt.block_on(dispatch(cli.command));
+            rt.shutdown_timeout(Duration::from_secs(1));
+            match result {
+                Ok(code) => code,
+                Err(e) => match e.downcast_ref::<Failure>() {
+                    Some(f) => {
+                        eprintln!("{}", f.message);
+                        f.code
+                    }
+                    None => {
+                        eprintln!("error: {e:#}");
+                        1
+                    }
+                },
+            }
+        }
+        Err(e) => {
+            eprintln!("error: starting the Tokio runtime: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn dispatch(command: Command) -> anyhow::Result<i32> {
+    let ok = |r: anyhow::Result<()>| r.map(|()| 0);
+    match command {
+        Command::Up(args) => ok(up::run(args).await),
+        Command::Node { what } => ok(node::run(what).await),
+        Command::Bench { what } => ok(bench::run(what).await),
+        Command::Run(args) => run::run(args).await,
+        Command::Apply(args) => apply::run(args).await,
+        Command::Get(args) => get::run(args).await,
+        Command::Describe(args) => describe::run(args).await,
+        Command::Logs(args) => logs::run(args).await,
+        Command::Delete(args) => delete::run(args).await,
+        Command::Events(args) => events::run(args).await,
     }
 }
 

@@ -1,15 +1,13 @@
 //! `jobset up`: the API server over HTTPS, with a kubeconfig that kubectl and kube-rs use as is.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
-use jobset_apiserver::persist::{Backend, Memory, Redb};
-use jobset_apiserver::{Admission, ApiServer, ServerConfig, tls};
 use jobset_kubelet::NodeConfig;
-use jobset_local::{LocalCluster, LocalConfig};
+
+use crate::cluster::{self, ClusterOptions};
 
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -67,69 +65,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Bad input is reported before anything listens.
     let nodes = declared_nodes(&args)?;
     let state_dir = args.data_dir.clone().unwrap_or_else(crate::default_state_dir);
-    let backend: Box<dyn Backend> = match &args.data_dir {
-        Some(dir) => Box::new(Redb::open(dir).map_err(anyhow::Error::msg).context("opening the data dir")?),
-        None => Box::new(Memory),
+    let opts = ClusterOptions {
+        data_dir: args.data_dir.clone(),
+        kubeconfig: args.kubeconfig.clone().unwrap_or_else(|| state_dir.join("kubeconfig")),
+        state_dir,
+        port: args.port,
+        gc_interval: args.gc_interval,
+        watch_history: args.watch_history,
+        nodes,
+        runtime: args.runtime.clone(),
+        default_run_duration: args.default_run_duration,
+        heartbeat_interval: args.heartbeat_interval,
+        node_grace_period: args.node_grace_period,
+        job_backoff: args.job_backoff,
     };
-    let creds = tls::load_or_create(&state_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut config = ServerConfig { gc_interval: args.gc_interval, ..ServerConfig::default() };
-    config.store.watch_history = args.watch_history;
-    config.log_dir = Some(state_dir.join("logs"));
-    let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(l) => l,
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            bail!("127.0.0.1:{} is in use (another `jobset up`?): pick another with --port", args.port)
-        }
-        Err(e) => return Err(e).with_context(|| format!("listening on {addr}")),
-    };
-    let bound = listener.local_addr()?;
-    let url = format!("https://{bound}");
-    let kubeconfig = args.kubeconfig.clone().unwrap_or_else(|| state_dir.join("kubeconfig"));
-    tls::write_kubeconfig(&kubeconfig, &tls::kubeconfig_yaml(&url, &creds, "jobset"))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let tls_config = tls::server_config(&creds).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let cluster = match nodes {
-        Some(nodes) => {
-            let mut local = LocalConfig::with_nodes(0);
-            local.nodes = nodes;
-            if args.runtime == "process" {
-                local.runtime = jobset_local::RuntimeKind::Process(Default::default());
-            }
-            local.agent.default_run_duration = args.default_run_duration;
-            local.agent.heartbeat_interval = args.heartbeat_interval;
-            local.agent.status_update_interval = args.heartbeat_interval;
-            local.agent.log_dir = Some(state_dir.join("logs"));
-            local.node_lifecycle.grace_period = args.node_grace_period;
-            // Check nodes several times per grace period (upstream: every 5 s for 40 s).
-            local.node_lifecycle.monitor_period =
-                (args.node_grace_period / 8).clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
-            local.job.sync.backoff.base = args.job_backoff;
-            Some(LocalCluster::start(server.clone(), local).await)
-        }
-        None => {
-            server.spawn_gc();
-            None
-        }
-    };
+    let embedded = cluster::start(&opts).await?;
     // Scripts wait for this line: the server accepts connections from here on.
-    println!("jobset API server listening on {url}");
-    println!("export KUBECONFIG={}", kubeconfig.display());
+    println!("jobset API server listening on {}", embedded.url);
+    println!("export KUBECONFIG={}", embedded.kubeconfig.display());
     use std::io::Write;
     std::io::stdout().flush().ok();
-    let shutdown = async {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    };
-    jobset_apiserver::serve::serve_https(server, listener, tls_config, creds.token.clone(), shutdown).await?;
-    if let Some(c) = cluster {
-        c.shutdown().await;
-    }
+    cluster::interrupted().await;
+    embedded.shutdown().await?;
     tracing::info!("shut down");
     Ok(())
 }

@@ -120,3 +120,39 @@ impl Server {
         assert!(!stderr.contains("panicked"), "jobset up panicked:\n{stderr}");
     }
 }
+
+/// What a finished `jobset` command printed.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The `jobset` binary with `args`, no inherited KUBECONFIG or data dir, quiet logs.
+pub fn jobset_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobset"));
+    cmd.args(args)
+        .env("JOBSET_LOG", "warn")
+        .env_remove("KUBECONFIG")
+        .env_remove("JOBSET_DATA_DIR")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs `jobset ARGS...` to completion; panics if it takes longer than `timeout`.
+pub async fn jobset(args: &[&str], timeout: Duration) -> Output {
+    let child = jobset_command(args).spawn().expect("spawn jobset");
+    let out = tokio::time::timeout(timeout, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("jobset {args:?} did not finish within {timeout:?}"))
+        .expect("wait for jobset");
+    Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}

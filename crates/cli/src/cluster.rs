@@ -1,0 +1,123 @@
+//! The embedded control plane: API server over HTTPS on loopback (token + kubeconfig), and the
+//! local nodes with the controllers. Shared by `jobset up` and `jobset run`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use jobset_apiserver::persist::{Backend, Memory, Redb};
+use jobset_apiserver::{Admission, ApiServer, ServerConfig, tls};
+use jobset_kubelet::NodeConfig;
+use jobset_local::{LocalCluster, LocalConfig};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Keep every object here (redb); `None`: in memory.
+    pub data_dir: Option<PathBuf>,
+    /// Where the CA, certificates, token, logs live (DATA_DIR or a temporary directory).
+    pub state_dir: PathBuf,
+    pub port: u16,
+    pub kubeconfig: PathBuf,
+    pub gc_interval: Duration,
+    pub watch_history: usize,
+    /// Local nodes (and the controllers); `None`: only the API server (and its GC).
+    pub nodes: Option<Vec<NodeConfig>>,
+    pub runtime: String,
+    pub default_run_duration: Duration,
+    pub heartbeat_interval: Duration,
+    pub node_grace_period: Duration,
+    pub job_backoff: Duration,
+}
+
+/// A started control plane.
+pub struct Embedded {
+    pub url: String,
+    pub kubeconfig: PathBuf,
+    serving: JoinHandle<anyhow::Result<()>>,
+    stop: oneshot::Sender<()>,
+    cluster: Option<LocalCluster>,
+}
+
+/// Starts the API server (listening when this returns) and the local nodes.
+pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
+    let backend: Box<dyn Backend> = match &opts.data_dir {
+        Some(dir) => Box::new(Redb::open(dir).map_err(anyhow::Error::msg).context("opening the data dir")?),
+        None => Box::new(Memory),
+    };
+    let creds = tls::load_or_create(&opts.state_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut config = ServerConfig { gc_interval: opts.gc_interval, ..ServerConfig::default() };
+    config.store.watch_history = opts.watch_history;
+    config.log_dir = Some(opts.state_dir.join("logs"));
+    let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], opts.port));
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            bail!("127.0.0.1:{} is in use (another `jobset up`?): pick another with --port", opts.port)
+        }
+        Err(e) => return Err(e).with_context(|| format!("listening on {addr}")),
+    };
+    let bound = listener.local_addr()?;
+    let url = format!("https://{bound}");
+    tls::write_kubeconfig(&opts.kubeconfig, &tls::kubeconfig_yaml(&url, &creds, "jobset"))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let tls_config = tls::server_config(&creds).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let cluster = match &opts.nodes {
+        Some(nodes) => {
+            let mut local = LocalConfig::with_nodes(0);
+            local.nodes = nodes.clone();
+            if opts.runtime == "process" {
+                local.runtime = jobset_local::RuntimeKind::Process(Default::default());
+            }
+            local.agent.default_run_duration = opts.default_run_duration;
+            local.agent.heartbeat_interval = opts.heartbeat_interval;
+            local.agent.status_update_interval = opts.heartbeat_interval;
+            local.agent.log_dir = Some(opts.state_dir.join("logs"));
+            local.node_lifecycle.grace_period = opts.node_grace_period;
+            // Check nodes several times per grace period (upstream: every 5 s for 40 s).
+            local.node_lifecycle.monitor_period =
+                (opts.node_grace_period / 8).clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
+            local.job.sync.backoff.base = opts.job_backoff;
+            Some(LocalCluster::start(server.clone(), local).await)
+        }
+        None => {
+            server.spawn_gc();
+            None
+        }
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let token = creds.token.clone();
+    let serving = tokio::spawn(async move {
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        jobset_apiserver::serve::serve_https(server, listener, tls_config, token, shutdown).await?;
+        Ok(())
+    });
+    Ok(Embedded { url, kubeconfig: opts.kubeconfig.clone(), serving, stop, cluster })
+}
+
+impl Embedded {
+    /// Stops serving, then the nodes and controllers.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        let _ = self.stop.send(());
+        let served = self.serving.await.context("the API server task")?;
+        if let Some(c) = self.cluster {
+            c.shutdown().await;
+        }
+        served
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn interrupted() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
