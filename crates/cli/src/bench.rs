@@ -86,8 +86,7 @@ async fn process_cluster(dir: &std::path::Path) -> anyhow::Result<LocalCluster> 
     cfg.state_dir = Some(dir.to_path_buf());
     cfg.agent.log_dir = Some(dir.join("logs"));
     cfg.agent.restart_backoff_base = Duration::ZERO;
-    let mut config = ServerConfig::default();
-    config.log_dir = cfg.agent.log_dir.clone();
+    let config = ServerConfig { log_dir: cfg.agent.log_dir.clone(), ..ServerConfig::default() };
     let server = ApiServer::new(Box::new(Memory), Admission::default(), config).map_err(anyhow::Error::msg)?;
     Ok(LocalCluster::start(server, cfg).await)
 }

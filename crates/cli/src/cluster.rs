@@ -77,6 +77,7 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
             local.agent.heartbeat_interval = opts.heartbeat_interval;
             local.agent.status_update_interval = opts.heartbeat_interval;
             local.agent.log_dir = Some(opts.state_dir.join("logs"));
+            local.state_dir = Some(opts.state_dir.clone());
             local.node_lifecycle.grace_period = opts.node_grace_period;
             // Check nodes several times per grace period (upstream: every 5 s for 40 s).
             local.node_lifecycle.monitor_period =

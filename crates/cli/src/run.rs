@@ -21,8 +21,8 @@ pub struct RunArgs {
     /// Manifest files (YAML, multi-document, or JSON; `-` reads stdin), applied in order.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Submit to the server of this kubeconfig instead of starting an embedded cluster
-    /// ($KUBECONFIG, when set, does the same).
+    /// Submit to the server of this kubeconfig instead of starting an embedded cluster. Only
+    /// this flag does: $KUBECONFIG alone never sends a `run` to a cluster.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Namespace of objects that name none (default: the kubeconfig context's, else `default`).
@@ -75,7 +75,7 @@ struct Waited {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let docs = apply::read_files(&args.files)?;
-    let remote = args.kubeconfig.is_some() || std::env::var_os("KUBECONFIG").is_some();
+    let remote = args.kubeconfig.is_some();
     let mut embedded: Option<(Embedded, tempfile::TempDir)> = None;
     let client_args = if remote {
         ClientArgs { kubeconfig: args.kubeconfig.clone(), namespace: args.namespace.clone() }

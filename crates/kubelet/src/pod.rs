@@ -481,6 +481,9 @@ pub struct PodMachine {
     pub pod_restarting: bool,
     /// Every container is being stopped for good (sidecars last, in reverse order).
     stopping_all: bool,
+    /// A pod restart began in this step: the condition's True goes out (one status write) before
+    /// the restart goes on, even when nothing else was running.
+    restart_announced_now: bool,
 }
 
 impl PodMachine {
@@ -499,6 +502,7 @@ impl PodMachine {
             message: None,
             all_restarting: None,
             pod_restarting: false,
+            restart_announced_now: false,
             stopping_all: false,
         }
     }
@@ -699,6 +703,7 @@ impl PodMachine {
         let delay = self.next_delay(c, at);
         self.container_mut(c).state = CState::Terminated(term);
         self.all_restarting = Some(true);
+        self.restart_announced_now = true;
         self.pod_restarting = true;
         self.stage = Stage::Restarting { until: at + delay };
         for c in self.refs() {
@@ -807,6 +812,7 @@ impl PodMachine {
         }
         if let Stage::Restarting { until } = self.stage
             && !self.any_active()
+            && !self.restart_announced_now
         {
             if self.all_restarting == Some(true) {
                 self.all_restarting = Some(false);
@@ -853,6 +859,7 @@ fn termination(
 /// The transition function.
 pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
     let mut fx = Vec::new();
+    m.restart_announced_now = false;
     let now = event.at();
     match event {
         Event::Admit { at } => {
@@ -1952,7 +1959,13 @@ mod tests {
         let m = pod(RestartPolicy::Never, vec![setup], vec![spec("main", Regular)]);
         let (m, fx) =
             run(m, vec![Event::Admit { at: t(0) }, started(CRef::init(0), 0, 1), exited(CRef::init(0), 0, 3, 2)]);
+        // Nothing else ran: the condition's True is written first, the restart goes on at the next tick.
+        assert_eq!(fx, [WriteStatus]);
+        assert_eq!(all_restarting(&m).unwrap().0, "True");
+        assert_eq!(m.next_wakeup(), Some(t(2)));
+        let (m, fx) = step(m, Event::Tick { at: t(2) });
         assert_eq!(fx, [WriteStatus, Start(CRef::init(0))]);
+        assert_eq!(all_restarting(&m), Some(("False".into(), None, None)));
         assert_eq!((m.container(CRef::init(0)).restart_count, m.container(MAIN).restart_count), (1, 0));
 
         // On a sidecar; a container starting when the restart begins is killed once up.

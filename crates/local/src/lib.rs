@@ -83,6 +83,7 @@ pub struct LocalCluster {
     config: LocalConfig,
     job_controller: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
+    _temp_dir: Option<tempfile::TempDir>,
 }
 
 impl LocalCluster {
@@ -96,9 +97,27 @@ impl LocalCluster {
         tasks
             .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
         let simulation = SimulationState::new();
+        let mut temp_dir = None;
         let runtime: Arc<dyn Runtime> = match &config.runtime {
             RuntimeKind::Simulated => Arc::new(SimulatedRuntime::new(simulation.clone())),
-            RuntimeKind::Process(p) => Arc::new(ProcessRuntime::new(p.clone())),
+            RuntimeKind::Process(p) => {
+                let mut p = p.clone();
+                // Sandboxes, claims and the /etc/hosts files live in the cluster's state dir
+                // (else in a temporary one removed with the cluster).
+                let dir = match &config.state_dir {
+                    Some(d) => d.clone(),
+                    None => {
+                        let t = tempfile::Builder::new().prefix("jobset-local-").tempdir().expect("a temporary dir");
+                        let d = t.path().to_path_buf();
+                        temp_dir = Some(t);
+                        d
+                    }
+                };
+                p.state_dir.get_or_insert_with(|| dir.join("runtime"));
+                let hosts = p.hosts_dir.get_or_insert_with(|| dir.join("hosts")).clone();
+                tasks.push(tokio::spawn(jobset_kubelet::hosts::run(server.client(), hosts)));
+                Arc::new(ProcessRuntime::new(p))
+            }
         };
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for n in &config.nodes {
@@ -107,7 +126,7 @@ impl LocalCluster {
             );
         }
         tasks.push(jobset_kubelet::follow_failure_annotations(server.client(), nodes.clone()));
-        LocalCluster { server, nodes, simulation, config, job_controller, tasks }
+        LocalCluster { server, nodes, simulation, config, job_controller, tasks, _temp_dir: temp_dir }
     }
 
     pub fn client(&self) -> Client {
