@@ -18,6 +18,7 @@ mod cluster;
 mod delete;
 mod describe;
 mod events;
+mod exec;
 mod get;
 mod kinds;
 mod logs;
@@ -81,6 +82,8 @@ enum Command {
     Delete(delete::DeleteArgs),
     /// List events, like kubectl events.
     Events(events::EventsArgs),
+    /// Run a command in a running container of a local (process runtime) pod.
+    Exec(exec::ExecArgs),
     /// Print performance figures.
     Bench {
         #[command(subcommand)]
@@ -148,6 +151,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Logs(args) => logs::run(args).await,
         Command::Delete(args) => delete::run(args).await,
         Command::Events(args) => events::run(args).await,
+        Command::Exec(args) => exec::run(args).await,
     }
 }
 

@@ -71,3 +71,149 @@ async fn real_exit_codes_reach_the_pod_failure_policy() {
     assert!(log.starts_with("hello from "), "the process's stdout is served by pods/log: {log:?}");
     server.kill().await;
 }
+
+/// Waits (through a watch, bounded) until the pod `name` runs.
+async fn running(pods: &Api<Pod>, name: &str) -> Pod {
+    let mut w = watcher(pods.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
+        .applied_objects()
+        .boxed();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(p)) = w.next().await {
+            if p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+                return p;
+            }
+        }
+        panic!("watch ended")
+    })
+    .await
+    .unwrap_or_else(|_| panic!("pod {name} did not run"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_runs_inside_the_pods_namespaces_with_its_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), 0, &["--nodes", "1", "--runtime", "process"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(server.client().await);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "shell"},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "env": [{"name": "GREETING", "value": "hi"}],
+            "command": ["sh", "-c", "echo only-in-this-pod > /tmp/mark; exec sleep 600"]}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    running(&pods, "shell").await;
+    let kubeconfig = server.kubeconfig.to_str().unwrap().to_string();
+    let exec = |cmd: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        async move {
+            // The container may still be writing its file: retry briefly until it is there.
+            let args = ["exec", "shell", "--kubeconfig", &kubeconfig, "--", "sh", "-c", cmd];
+            common::jobset(&args, Duration::from_secs(30)).await
+        }
+    };
+    let mut out = exec("cat /tmp/mark; echo $GREETING $HOSTNAME").await;
+    for _ in 0..50 {
+        if out.code == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        out = exec("cat /tmp/mark; echo $GREETING $HOSTNAME").await;
+    }
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout, "only-in-this-pod\nhi shell\n", "{out:?}");
+    assert!(!std::path::Path::new("/tmp/mark").exists(), "the file is in the pod's /tmp, not the host's");
+    let out = exec("exit 5").await;
+    assert_eq!(out.code, 5, "the command's exit code is exec's: {out:?}");
+    let out =
+        common::jobset(&["exec", "nope", "--kubeconfig", &kubeconfig, "--", "true"], Duration::from_secs(30)).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains("\"nope\" not found"), "{out:?}");
+    server.kill().await;
+}
+
+fn alive(pid: i32) -> bool {
+    // Zombies count as gone: only a process that still runs can leak.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    // Each pod starts a background child and a grandchild, and reports their host pids (the parent pid
+    // `cut` reads in /proc, which is the host's) in a hostPath directory.
+    // `read < /proc/self/stat` (a shell builtin: no fork) gives the shell's host pid, since /proc
+    // is the host's; `exec` keeps that pid for the sleep.
+    std::fs::write(
+        out.join("leak.sh"),
+        "report() { read -r pid rest < /proc/self/stat; echo $pid >> /out/pids; }\n\
+         (report; exec sleep 600) &\n\
+         setsid sh -c '. /out/leak-fn.sh; report; exec sleep 600' &\n\
+         report; exec sleep 600\n",
+    )
+    .unwrap();
+    std::fs::write(
+        out.join("leak-fn.sh"),
+        "report() { read -r pid rest < /proc/self/stat; echo $pid >> /out/pids; }\n",
+    )
+    .unwrap();
+    let manifest = dir.path().join("job.yaml");
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "leaky"},
+        "spec": {"completions": 2, "parallelism": 2, "completionMode": "Indexed", "template": {"spec": {
+            "restartPolicy": "Never",
+            "volumes": [{"name": "out", "hostPath": {"path": out.to_str().unwrap()}}],
+            "containers": [{"name": "main", "image": "busybox", "volumeMounts": [{"name": "out", "mountPath": "/out"}],
+                "command": ["sh", "/out/leak.sh"]}]}}}
+    });
+    std::fs::write(&manifest, serde_json::to_string(&job).unwrap()).unwrap();
+    let mut run = common::jobset_command(&["run", manifest.to_str().unwrap(), "--runtime", "process"]).spawn().unwrap();
+    // 2 pods × 3 processes reported.
+    let pids: Vec<i32> = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let text = std::fs::read_to_string(out.join("pids")).unwrap_or_default();
+            let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.len() >= 6 {
+                return pids;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the pods report their processes");
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?} run before the kill");
+    run.start_kill().unwrap();
+    run.wait().await.unwrap();
+    let left = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+            if left.is_empty() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let still: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    assert!(left.is_ok(), "processes outlived jobset run: {still:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_runs_to_its_documented_end() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    for (file, code, says) in [
+        ("job.yaml", 1, "FailedIndexes"),
+        ("indexed-pod-failure-policy.yaml", 1, "PodFailurePolicy"),
+        ("restart-rules.yaml", 0, "succeeded"),
+        ("sidecar-startup-probe.yaml", 0, "succeeded"),
+        ("restart-all-containers.yaml", 0, "succeeded"),
+    ] {
+        let path = format!("{examples}/{file}");
+        let args = ["run", &path, "--job-backoff", "10ms", "--timeout", "60s"];
+        let out = common::jobset(&args, Duration::from_secs(90)).await;
+        assert_eq!(out.code, code, "{file}: {out:?}");
+        assert!(out.stdout.contains(says) || out.stderr.contains(says), "{file}: {out:?}");
+    }
+}
