@@ -380,8 +380,6 @@ struct Entry {
     kills: mpsc::UnboundedSender<Duration>,
     /// What the container runs with, for commands run in it.
     plan: Arc<Plan>,
-    /// The container's working directory (inside its mount namespace).
-    cwd: Option<PathBuf>,
 }
 
 type Running = Arc<Mutex<HashMap<ContainerId, Entry>>>;
@@ -882,8 +880,7 @@ impl Runtime for ProcessRuntime {
             });
             let id = ContainerId(format!("process://{pid}-{n}"));
             let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-            let cwd = plan.working_dir.clone().or_else(|| std::env::current_dir().ok());
-            let entry = Entry { pgid, pid, pod_uid, kills: kill_tx, plan: Arc::new(plan), cwd };
+            let entry = Entry { pgid, pid, pod_uid, kills: kill_tx, plan: Arc::new(plan) };
             running.lock().expect("running table lock").insert(id.clone(), entry);
             let (exit_tx, exit_rx) = oneshot::channel();
             tokio::spawn(supervise(child, pgid, kill_rx, exit_tx, log, Forget(running, id.clone())));
@@ -915,9 +912,8 @@ impl Runtime for ProcessRuntime {
         timeout: Duration,
     ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>> {
         let ready = |r| futures::future::ready(r).boxed();
-        let container =
-            self.running.lock().ok().and_then(|m| m.get(id).map(|e| (e.plan.clone(), e.pid, e.cwd.clone())));
-        let Some((container, pid, cwd)) = container else {
+        let container = self.running.lock().ok().and_then(|m| m.get(id).map(|e| (e.plan.clone(), e.pid)));
+        let Some((container, pid)) = container else {
             return ready(Err(RuntimeError(format!("container {id} is not running"))));
         };
         if argv.is_empty() {
@@ -942,7 +938,7 @@ impl Runtime for ProcessRuntime {
                     Ok(())
                 });
             }
-            sandbox::join(cmd.as_std_mut(), pid, cwd.as_deref())
+            sandbox::join(cmd.as_std_mut(), pid, true)
                 .map_err(|e| RuntimeError(format!("exec: entering container {pid}: {e}")))?;
             let (reply, spawned) = oneshot::channel();
             let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());

@@ -33,7 +33,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -498,20 +498,29 @@ fn foreign_namespaces(pid: u32) -> io::Result<Vec<(File, libc::c_int)>> {
     Ok(out)
 }
 
-/// Makes `cmd` join the mount and UTS namespaces of `pid` (those that differ from ours) and then
-/// enter `cwd` (a path inside them).
-pub fn join(cmd: &mut std::process::Command, pid: u32, cwd: Option<&Path>) -> io::Result<()> {
+/// Makes `cmd` join the mount and UTS namespaces of `pid` (those that differ from ours) and,
+/// with `enter_cwd`, its working directory.
+pub fn join(cmd: &mut std::process::Command, pid: u32, enter_cwd: bool) -> io::Result<()> {
     let namespaces = foreign_namespaces(pid)?;
-    let cwd = cwd.map(cstring).transpose()?;
-    // SAFETY: setns(2) and chdir(2) only; the namespace files stay open in the closure (closed
-    // on exec) until the command is dropped.
+    // The container's working directory, opened from outside: a path under /tmp would be hidden
+    // by the pod's private /tmp once inside its mount namespace.
+    let dir = if enter_cwd {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut open = std::fs::OpenOptions::new();
+        open.read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC);
+        Some(open.open(format!("/proc/{pid}/cwd"))?)
+    } else {
+        None
+    };
+    // SAFETY: setns(2) and fchdir(2) only; the namespace and directory files stay open in the
+    // closure (closed on exec) until the command is dropped.
     unsafe {
         cmd.pre_exec(move || {
             for (f, flag) in &namespaces {
                 cvt(libc::setns(f.as_raw_fd(), *flag))?;
             }
-            if let Some(dir) = &cwd {
-                cvt(libc::chdir(dir.as_ptr()))?;
+            if let Some(d) = &dir {
+                cvt(libc::fchdir(d.as_raw_fd()))?;
             }
             Ok(())
         });
@@ -535,7 +544,6 @@ pub fn exec_command(container_pid: u32, argv: &[String]) -> io::Result<std::proc
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "exec: no command given"));
     };
     let environ = std::fs::read(format!("/proc/{container_pid}/environ"))?;
-    let cwd: PathBuf = std::fs::read_link(format!("/proc/{container_pid}/cwd"))?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).env_clear();
     for entry in environ.split(|b| *b == 0).filter(|e| !e.is_empty()) {
@@ -544,7 +552,7 @@ pub fn exec_command(container_pid: u32, argv: &[String]) -> io::Result<std::proc
             cmd.env(k, v);
         }
     }
-    join(&mut cmd, container_pid, Some(&cwd))?;
+    join(&mut cmd, container_pid, true)?;
     Ok(cmd)
 }
 
