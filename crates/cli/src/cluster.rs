@@ -27,9 +27,23 @@ pub struct ClusterOptions {
     /// Local nodes (and the controllers); `None`: only the API server (and its GC).
     pub nodes: Option<Vec<NodeConfig>>,
     pub runtime: String,
+    pub timing: TimingArgs,
+}
+
+/// The local cluster's timings, shared by `jobset up` and `jobset run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TimingArgs {
+    /// How long a simulated container runs when its pod says nothing.
+    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
     pub default_run_duration: Duration,
+    /// How often node agents renew their Lease and post their status.
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub heartbeat_interval: Duration,
+    /// How long a node's Lease may go unrenewed before the node counts as lost.
+    #[arg(long, default_value = "40s", value_parser = crate::parse_duration)]
     pub node_grace_period: Duration,
+    /// First pod-failure back-off of the Job controller (doubling, capped at 10 min).
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub job_backoff: Duration,
 }
 
@@ -73,16 +87,16 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
             if opts.runtime == "process" {
                 local.runtime = jobset_local::RuntimeKind::Process(Default::default());
             }
-            local.agent.default_run_duration = opts.default_run_duration;
-            local.agent.heartbeat_interval = opts.heartbeat_interval;
-            local.agent.status_update_interval = opts.heartbeat_interval;
+            local.agent.default_run_duration = opts.timing.default_run_duration;
+            local.agent.heartbeat_interval = opts.timing.heartbeat_interval;
+            local.agent.status_update_interval = opts.timing.heartbeat_interval;
             local.agent.log_dir = Some(opts.state_dir.join("logs"));
             local.state_dir = Some(opts.state_dir.clone());
-            local.node_lifecycle.grace_period = opts.node_grace_period;
+            local.node_lifecycle.grace_period = opts.timing.node_grace_period;
             // Check nodes several times per grace period (upstream: every 5 s for 40 s).
-            local.node_lifecycle.monitor_period =
-                (opts.node_grace_period / 8).clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
-            local.job.sync.backoff.base = opts.job_backoff;
+            local.node_lifecycle.monitor_period = (opts.timing.node_grace_period / 8)
+                .clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
+            local.job.sync.backoff.base = opts.timing.job_backoff;
             Some(LocalCluster::start(server.clone(), local).await)
         }
         None => {

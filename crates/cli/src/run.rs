@@ -46,18 +46,8 @@ pub struct RunArgs {
     /// Embedded cluster: port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
-    /// Embedded cluster: how long a simulated container runs when its pod says nothing.
-    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
-    pub default_run_duration: Duration,
-    /// Embedded cluster: node heartbeat and status interval.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
-    pub heartbeat_interval: Duration,
-    /// Embedded cluster: how long a node may go silent before it counts as lost.
-    #[arg(long, default_value = "40s", value_parser = crate::parse_duration)]
-    pub node_grace_period: Duration,
-    /// Embedded cluster: first pod-failure back-off of the Job controller.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
-    pub job_backoff: Duration,
+    #[command(flatten)]
+    pub timing: crate::cluster::TimingArgs,
 }
 
 /// How often progress is polled.
@@ -107,10 +97,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             watch_history: 10_000,
             nodes: Some(nodes),
             runtime: args.runtime.clone(),
-            default_run_duration: args.default_run_duration,
-            heartbeat_interval: args.heartbeat_interval,
-            node_grace_period: args.node_grace_period,
-            job_backoff: args.job_backoff,
+            timing: args.timing.clone(),
         };
         let e = cluster::start(&opts).await?;
         let kubeconfig = e.kubeconfig.clone();

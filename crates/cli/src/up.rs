@@ -33,22 +33,12 @@ pub struct UpArgs {
     /// Run the simulated nodes declared in this YAML file (names, labels, capacity, taints, rules).
     #[arg(long)]
     pub nodes_file: Option<PathBuf>,
-    /// How long a simulated container runs when its pod says nothing.
-    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
-    pub default_run_duration: Duration,
-    /// How often node agents renew their Lease and post their status.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
-    pub heartbeat_interval: Duration,
-    /// How long a node's Lease may go unrenewed before the node counts as lost.
-    #[arg(long, default_value = "40s", value_parser = crate::parse_duration)]
-    pub node_grace_period: Duration,
     /// How node agents run containers: `simulated` (pod annotations say what happens) or
-    /// `process` (host processes: `command`/`args` run on this machine; no isolation yet).
+    /// `process` (host processes: `command`/`args` run on this machine, in per-pod sandboxes).
     #[arg(long, default_value = "simulated", value_parser = ["simulated", "process"])]
     pub runtime: String,
-    /// First pod-failure back-off of the Job controller (doubling, capped at 10 min).
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
-    pub job_backoff: Duration,
+    #[command(flatten)]
+    pub timing: crate::cluster::TimingArgs,
 }
 
 /// The local nodes asked for on the command line, if any.
@@ -74,10 +64,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         watch_history: args.watch_history,
         nodes,
         runtime: args.runtime.clone(),
-        default_run_duration: args.default_run_duration,
-        heartbeat_interval: args.heartbeat_interval,
-        node_grace_period: args.node_grace_period,
-        job_backoff: args.job_backoff,
+        timing: args.timing.clone(),
     };
     let embedded = cluster::start(&opts).await?;
     // Scripts wait for this line: the server accepts connections from here on.
