@@ -27,7 +27,9 @@ struct Env {
 
 impl Env {
     async fn new() -> Env {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        // Outside /tmp (which each pod sees as its own) and outside the target dir, which may
+        // itself be under /tmp.
+        let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), ServerConfig::default()).unwrap();
         let def = server.registry().get("", "v1", "pods").unwrap();
         let _ = server.store.watch(&def, None);

@@ -402,7 +402,7 @@ async fn each_pod_has_its_own_tmp() {
     if !isolated(&rt) {
         return;
     }
-    let shared = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
     let go = shared.path().join("go");
     let name = format!("x-{}", std::process::id());
     let mut runs = Vec::new();
@@ -450,7 +450,7 @@ async fn empty_dirs_are_shared_by_a_pods_containers_and_removed_with_it() {
         json!({"volumes": [{"name": "scratch", "emptyDir": {}}, {"name": "claim", "persistentVolumeClaim": {"claimName": "data"}}]}),
     );
     // A mount point outside /tmp that does not exist yet: created (on the host's filesystem).
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
     let scratch = outside.path().join("not/yet/there").to_string_lossy().into_owned();
     let mounts = json!({"volumeMounts": [
         {"name": "scratch", "mountPath": scratch},
@@ -524,7 +524,7 @@ async fn read_only_mounts_refuse_writes() {
     if !isolated(&rt) {
         return;
     }
-    let host = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let host = tempfile::tempdir_in("/var/tmp").unwrap();
     let pod = pod_with(
         "p",
         "u-ro",
