@@ -317,7 +317,14 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
     }
 
     let argv = entrypoint.iter().chain(c.args.iter().flatten()).map(|a| expand(a, &env)).collect();
-    let working_dir = c.working_dir.as_ref().filter(|d| !d.is_empty()).map(PathBuf::from);
+    // Without a workingDir the agent's own directory is used, unless the pod's private /tmp
+    // would hide it: then `/`, as most images' WORKDIR.
+    let working_dir = c
+        .working_dir
+        .as_ref()
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok().filter(|d| d.starts_with("/tmp")).map(|_| PathBuf::from("/")));
     Ok(Plan { argv, env, working_dir })
 }
 
