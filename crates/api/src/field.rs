@@ -19,11 +19,17 @@ use serde_json::Value;
 pub enum ErrorKind {
     Invalid,
     Required,
-    NotSupported { supported: Vec<String> },
+    NotSupported {
+        supported: Vec<String>,
+    },
     Forbidden,
     TooMany,
     Duplicate,
     TooLong,
+    /// `field.TypeInvalid` (CRD schema type mismatches); renders as `Invalid value`.
+    TypeInvalid,
+    /// `field.InternalError`; the value is never shown.
+    Internal,
 }
 
 impl ErrorKind {
@@ -37,6 +43,8 @@ impl ErrorKind {
             ErrorKind::TooMany => "Too many",
             ErrorKind::Duplicate => "Duplicate value",
             ErrorKind::TooLong => "Too long",
+            ErrorKind::TypeInvalid => "Invalid value",
+            ErrorKind::Internal => "Internal error",
         }
     }
 }
@@ -122,6 +130,16 @@ impl FieldError {
         }
     }
 
+    /// `field.TypeInvalid(path, value, detail)`.
+    pub fn type_invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: ErrorKind::TypeInvalid, detail: detail.into(), value: Some(render(value)) }
+    }
+
+    /// `field.InternalError(path, err)`; a nil path renders as `<nil>`.
+    pub fn internal(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self { field: field.into(), kind: ErrorKind::Internal, detail: detail.into(), value: None }
+    }
+
     /// The Status cause `reason` (`metav1.CauseType`).
     pub fn reason(&self) -> &'static str {
         match self.kind {
@@ -132,13 +150,16 @@ impl FieldError {
             ErrorKind::TooMany => "FieldValueTooMany",
             ErrorKind::Duplicate => "FieldValueDuplicate",
             ErrorKind::TooLong => "FieldValueTooLong",
+            ErrorKind::TypeInvalid => "FieldValueTypeInvalid",
+            ErrorKind::Internal => "InternalError",
         }
     }
 
     /// The Status cause `message` (`ErrorBody()`), e.g. `Invalid value: 3: must be less than or equal to 2`.
     pub fn message(&self) -> String {
         let mut s = self.kind.label().to_string();
-        let shows_value = !matches!(self.kind, ErrorKind::Required | ErrorKind::Forbidden | ErrorKind::TooLong);
+        let shows_value =
+            !matches!(self.kind, ErrorKind::Required | ErrorKind::Forbidden | ErrorKind::TooLong | ErrorKind::Internal);
         if let (true, Some(v)) = (shows_value, &self.value) {
             s.push_str(": ");
             s.push_str(v);
@@ -295,6 +316,12 @@ mod tests {
             (FieldError::too_many("r", 2, 1), "FieldValueTooMany", "Too many: 2: must have at most 1 item"),
             (FieldError::duplicate("v[1]", &json!(3)), "FieldValueDuplicate", "Duplicate value: 3"),
             (FieldError::too_long("m", 63), "FieldValueTooLong", "Too long: may not be more than 63 bytes"),
+            (
+                FieldError::type_invalid("r", &json!("string"), "r in body must be of type integer: \"string\""),
+                "FieldValueTypeInvalid",
+                r#"Invalid value: "string": r in body must be of type integer: "string""#,
+            ),
+            (FieldError::internal("<nil>", "boom"), "InternalError", "Internal error: boom"),
         ];
         for (err, reason, message) in cases {
             assert_eq!(err.reason(), reason, "{err:?}");

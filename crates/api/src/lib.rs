@@ -4,3 +4,5 @@
 pub mod crds;
 pub mod field;
 pub mod job;
+pub mod jobset;
+pub(crate) mod validation;

@@ -1,5 +1,6 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
-//! (the logic lives in `jobset_api::job`).
+//! (the logic lives in `jobset_api::job`) and JobSet defaulting and validation (upstream's
+//! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`).
 
 use std::sync::Arc;
 
@@ -23,10 +24,32 @@ impl AdmissionHook for JobAdmission {
     }
 }
 
+/// JobSet admission: defaults on create only (as upstream's mutating webhook), validation on create
+/// and update.
+pub struct JobSetAdmission {
+    pub features: jobset_api::jobset::Features,
+}
+
+impl AdmissionHook for JobSetAdmission {
+    fn default(&self, obj: &mut Value, old: Option<&Value>) {
+        if old.is_none() {
+            jobset_api::jobset::default_jobset(obj);
+        }
+    }
+    fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+        causes(jobset_api::jobset::validate_jobset(obj, old, &self.features))
+    }
+}
+
 /// `extra` with the built-in hooks in front.
 pub fn with_builtins(extra: Admission) -> Admission {
     let mut a = Admission::default();
     a.register("batch", "Job", Arc::new(JobAdmission));
+    a.register(
+        jobset_api::jobset::keys::GROUP,
+        jobset_api::jobset::keys::KIND,
+        Arc::new(JobSetAdmission { features: Default::default() }),
+    );
     a.extend(extra);
     a
 }

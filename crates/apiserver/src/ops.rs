@@ -561,7 +561,7 @@ pub fn patch(
                     .map_err(|e| ApiError::bad_request(e.to_string()))?
             } else {
                 let mut d = doc;
-                json_patch::merge(&mut d, &patch);
+                apply_custom(&mut d, &patch);
                 d
             };
         }
@@ -574,6 +574,41 @@ pub fn patch(
         meta_mut(&mut doc).remove("resourceVersion");
     }
     Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur))?, false))
+}
+
+/// Server-side apply for a custom resource: a JSON merge, except that lists whose items are all
+/// objects with a string `name` merge item by item on it (as `x-kubernetes-list-type: map` lists
+/// keyed by `name` do, e.g. a JobSet's `replicatedJobs` or a pod's `containers`), so fields the
+/// server defaulted inside an item survive a re-apply.
+fn apply_custom(doc: &mut Value, patch: &Value) {
+    fn keyed(list: &[Value]) -> Option<Vec<&str>> {
+        list.iter().map(|v| v.get("name")?.as_str()).collect()
+    }
+    match (doc, patch) {
+        (Value::Object(d), Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    d.remove(k);
+                } else {
+                    apply_custom(d.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (Value::Array(d), Value::Array(p)) if keyed(p).is_some() && keyed(d).is_some() => {
+            let mut merged = Vec::with_capacity(p.len());
+            for item in p {
+                let name = item.get("name");
+                let mut base = d.iter().find(|x| x.get("name") == name).cloned().unwrap_or(Value::Null);
+                apply_custom(&mut base, item);
+                merged.push(base);
+            }
+            *d = merged;
+        }
+        (d, p) => {
+            *d = Value::Null;
+            json_patch::merge(d, p);
+        }
+    }
 }
 
 /// What became of a delete request.

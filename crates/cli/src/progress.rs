@@ -19,6 +19,8 @@ pub struct Row {
     pub succeeded: i64,
     pub failed: i64,
     pub restarts: i64,
+    /// JobSets only: `status.restartsCountTowardsMax` (shown in the summary with `restarts`).
+    pub restarts_towards_max: Option<i64>,
     pub outcome: Option<Outcome>,
 }
 
@@ -67,6 +69,7 @@ pub fn job_row(name: &str, job: &Value, restarts: i64) -> Row {
         succeeded: int(&s["succeeded"]),
         failed: int(&s["failed"]),
         restarts,
+        restarts_towards_max: None,
         outcome: outcome(job, "Complete"),
     }
 }
@@ -81,6 +84,7 @@ pub fn jobset_row(name: &str, js: &Value) -> Row {
         row.failed += int(&r["failed"]);
     }
     row.restarts = int(&js["status"]["restarts"]);
+    row.restarts_towards_max = Some(int(&js["status"]["restartsCountTowardsMax"]));
     row
 }
 
@@ -138,12 +142,16 @@ pub fn align(cells: &[Vec<String>]) -> Vec<String> {
         .collect()
 }
 
-/// The final word on a row.
+/// The final word on a row; for a JobSet followed by `; restarts N (M towards maxRestarts)`.
 pub fn summary(row: &Row) -> String {
-    match &row.outcome {
+    let word = match &row.outcome {
         Some(Outcome::Succeeded) => format!("{} succeeded", row.name),
         Some(Outcome::Failed { reason, message }) => format!("{} failed: {reason}: {message}", row.name),
         None => format!("{} did not finish", row.name),
+    };
+    match row.restarts_towards_max {
+        Some(m) => format!("{word}; restarts {} ({m} towards maxRestarts)", row.restarts),
+        None => word,
     }
 }
 
@@ -181,6 +189,13 @@ mod tests {
         let row = jobset_row("jobset.jobset.x-k8s.io/t", &js);
         assert_eq!((row.active, row.ready, row.succeeded, row.failed, row.restarts), (2, 2, 1, 1, 1));
         assert_eq!(row.outcome, Some(Outcome::Succeeded));
+        assert_eq!(summary(&row), "jobset.jobset.x-k8s.io/t succeeded; restarts 1 (0 towards maxRestarts)");
+        let failed = json!({"status": {"restarts": 3, "restartsCountTowardsMax": 1, "conditions": [
+            {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts", "message": "m (first failed job: j)"}]}});
+        assert_eq!(
+            summary(&jobset_row("jobset.jobset.x-k8s.io/f", &failed)),
+            "jobset.jobset.x-k8s.io/f failed: ReachedMaxRestarts: m (first failed job: j); restarts 3 (1 towards maxRestarts)"
+        );
         assert_eq!(jobset_row("x", &json!({})).outcome, None, "no status yet: still waiting");
     }
 

@@ -2,5 +2,6 @@
 //! around pure decision functions that are unit-tested table-style.
 
 pub mod job;
+pub mod jobset;
 pub mod nodelifecycle;
 pub mod scheduler;

@@ -1,5 +1,5 @@
-//! Local mode: one process runs the embedded API server, the Job controller, the scheduler, the
-//! node lifecycle controller and one node agent per declared node. Every component talks to the
+//! Local mode: one process runs the embedded API server, the JobSet and Job controllers, the
+//! scheduler, the node lifecycle controller and one node agent per declared node. Every component talks to the
 //! server through its own in-process `kube::Client`, exactly as it would to kube-apiserver.
 
 use std::path::PathBuf;
@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use jobset_apiserver::ApiServer;
 use jobset_controllers::job::JobControllerConfig;
+use jobset_controllers::jobset::JobSetControllerConfig;
+use jobset_controllers::jobset::metrics::Metrics as JobSetMetrics;
 use jobset_controllers::nodelifecycle::NodeLifecycleConfig;
 use jobset_controllers::scheduler::SchedulerConfig;
 use jobset_kubelet::runtime::Runtime;
@@ -32,6 +34,7 @@ pub struct LocalConfig {
     pub runtime: RuntimeKind,
     pub agent: AgentConfig,
     pub job: JobControllerConfig,
+    pub jobset: JobSetControllerConfig,
     pub scheduler: SchedulerConfig,
     pub node_lifecycle: NodeLifecycleConfig,
     /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
@@ -49,6 +52,7 @@ impl LocalConfig {
             runtime: RuntimeKind::Simulated,
             agent: AgentConfig::default(),
             job: JobControllerConfig::default(),
+            jobset: JobSetControllerConfig::default(),
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
             job_controller: true,
@@ -69,6 +73,7 @@ impl LocalConfig {
         c.job.sync.backoff.base = Duration::from_millis(10);
         c.job.sync.backoff.max = Duration::from_millis(100);
         c.job.orphan_sweep = Duration::from_millis(100);
+        c.jobset.error_backoff = Duration::from_millis(50);
         c.scheduler.retry_interval = Duration::from_millis(100);
         c.node_lifecycle.grace_period = Duration::from_millis(500);
         c.node_lifecycle.monitor_period = Duration::from_millis(100);
@@ -82,6 +87,9 @@ pub struct LocalCluster {
     pub simulation: SimulationState,
     config: LocalConfig,
     job_controller: Option<JoinHandle<()>>,
+    jobset_controller: JoinHandle<()>,
+    /// The JobSet controller's metrics (they survive a controller restart).
+    pub jobset_metrics: Arc<JobSetMetrics>,
     tasks: Vec<JoinHandle<()>>,
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -93,6 +101,12 @@ impl LocalCluster {
         let job_controller = config
             .job_controller
             .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone())));
+        let jobset_metrics = Arc::new(JobSetMetrics::default());
+        let jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
+            server.client(),
+            config.jobset.clone(),
+            jobset_metrics.clone(),
+        ));
         tasks.push(tokio::spawn(jobset_controllers::scheduler::run(server.client(), config.scheduler.clone())));
         tasks
             .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
@@ -126,7 +140,17 @@ impl LocalCluster {
             );
         }
         tasks.push(jobset_kubelet::follow_failure_annotations(server.client(), nodes.clone()));
-        LocalCluster { server, nodes, simulation, config, job_controller, tasks, _temp_dir: temp_dir }
+        LocalCluster {
+            server,
+            nodes,
+            simulation,
+            config,
+            job_controller,
+            jobset_controller,
+            jobset_metrics,
+            tasks,
+            _temp_dir: temp_dir,
+        }
     }
 
     pub fn client(&self) -> Client {
@@ -143,10 +167,21 @@ impl LocalCluster {
             Some(tokio::spawn(jobset_controllers::job::run(self.server.client(), self.config.job.clone())));
     }
 
+    /// Kills the JobSet controller (losing its in-memory state) and starts a fresh one.
+    pub fn restart_jobset_controller(&mut self) {
+        self.jobset_controller.abort();
+        self.jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
+            self.server.client(),
+            self.config.jobset.clone(),
+            self.jobset_metrics.clone(),
+        ));
+    }
+
     pub async fn shutdown(self) {
         if let Some(j) = &self.job_controller {
             j.abort();
         }
+        self.jobset_controller.abort();
         for t in &self.tasks {
             t.abort();
         }

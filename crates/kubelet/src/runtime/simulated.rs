@@ -11,15 +11,26 @@
 //! | `exit-code` | exit code of the regular containers (default 0) |
 //! | `exit-code-<container>` | exit code of one container (init containers included) |
 //! | `fail-indexes` | `1,3-5`: the non-zero exit code applies only to pods whose `batch.kubernetes.io/job-completion-index` is listed; others exit 0 |
+//! | `fail-job-indexes` | `0,2-3`: the non-zero exit code applies only to pods whose label `jobset.sigs.k8s.io/job-index` (the child Job's index in its JobSet replicated job) is listed; others exit 0 |
 //! | `fail-attempts` | `N`: only the first N attempts exit non-zero |
 //! | `never-ready` | `true`: running containers never become ready |
 //! | `termination-delay` | how long a killed container takes to exit (at most the grace period; default 0) |
 //!
-//! With `fail-indexes` or `fail-attempts` and no exit code, failing runs exit 1. Init containers
-//! and sidecars ignore the pod-wide `exit-code`. Sidecars run until stopped unless
-//! `duration-<name>` says otherwise. An attempt counts every earlier run of the same container of
-//! the same (namespace, owner Job uid or else pod name, completion index), in-place restarts
-//! included; the counts live in a [`SimulationState`] shared by all simulated nodes of a process.
+//! `fail-indexes`, `fail-job-indexes` and `fail-attempts` combine by AND: a run exits non-zero
+//! only if every one of them that is set says so. With any of them and no exit code, failing runs
+//! exit 1. Init containers and sidecars ignore the pod-wide `exit-code`. Sidecars run until stopped
+//! unless `duration-<name>` says otherwise.
+//!
+//! An attempt counts every earlier run of the same container of the same (namespace, owner,
+//! completion index), in-place restarts included; the counts live in a [`SimulationState`] shared
+//! by all simulated nodes of a process. The owner is:
+//!
+//! - for a pod of a JobSet (label `jobset.sigs.k8s.io/jobset-uid`): `jobset/<jobset uid>/<Job
+//!   name>`, the Job name taken from the label `batch.kubernetes.io/job-name` or else the
+//!   controlling Job's name. A JobSet restart recreates its Jobs under the same names with new
+//!   uids, so attempts go on counting across restarts and `fail-attempts: 1` fails only once;
+//! - else the controlling Job's uid (`job/<uid>`);
+//! - else the pod's name (`pod/<name>`).
 //!
 //! A pod with none of these annotations takes the first [`SimRule`] of its node whose
 //! `matchLabels` match its labels.
@@ -44,6 +55,12 @@ use crate::config::SimRule;
 pub const PREFIX: &str = "sim.jobset.x-k8s.io/";
 /// The Job completion index annotation (and label) on Indexed Job pods.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The JobSet uid label on the pods of a JobSet's child Jobs.
+pub const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
+/// The label with the child Job's index within its replicated job.
+pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+/// The label with the name of the Job that owns a pod.
+pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 /// Exit code of a container that was stopped (SIGTERM).
 pub const KILLED_EXIT_CODE: i32 = 143;
 
@@ -51,7 +68,8 @@ pub const KILLED_EXIT_CODE: i32 = 143;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AttemptKey {
     pub namespace: String,
-    /// The controlling Job's uid, or the pod name for pods without one.
+    /// `jobset/<jobset uid>/<Job name>` for pods of a JobSet, else `job/<controlling Job uid>`,
+    /// else `pod/<pod name>`.
     pub owner: String,
     pub index: Option<u32>,
     pub container: String,
@@ -60,13 +78,14 @@ pub struct AttemptKey {
 impl AttemptKey {
     pub fn of(pod: &Pod, container: &str) -> AttemptKey {
         let meta = &pod.metadata;
-        let owner = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true) && o.kind == "Job")
-            .map(|o| format!("job/{}", o.uid))
-            .unwrap_or_else(|| format!("pod/{}", meta.name.as_deref().unwrap_or_default()));
+        let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).filter(|v| !v.is_empty());
+        let job = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "Job");
+        let job_name = label(JOB_NAME).map(String::as_str).or(job.map(|o| o.name.as_str()));
+        let owner = match (label(JOBSET_UID), job_name, job) {
+            (Some(uid), Some(name), _) => format!("jobset/{uid}/{name}"),
+            (_, _, Some(o)) => format!("job/{}", o.uid),
+            _ => format!("pod/{}", meta.name.as_deref().unwrap_or_default()),
+        };
         AttemptKey {
             namespace: meta.namespace.clone().unwrap_or_default(),
             owner,
@@ -120,6 +139,12 @@ pub fn completion_index(pod: &Pod) -> Option<u32> {
         .flatten()
         .find_map(|map| map.get(COMPLETION_INDEX))
         .and_then(|v| v.parse().ok())
+}
+
+/// The index of the pod's Job within its JobSet replicated job (label
+/// `jobset.sigs.k8s.io/job-index`).
+pub fn job_index(pod: &Pod) -> Option<u32> {
+    pod.metadata.labels.as_ref()?.get(JOB_INDEX)?.trim().parse().ok()
 }
 
 /// Parses a duration: `forever`/`inf` (→ `None`) or Go-style `1h2m3s`, `1.5s`, `100ms`, `250us`, `0`.
@@ -220,11 +245,13 @@ pub fn settings(pod: &Pod, rules: &[SimRule]) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Resolves what one run of `container` does. `attempt` counts the earlier runs (see
+/// Resolves what one run of `container` does. `index` is the pod's completion index, `job_index`
+/// its Job's index in a JobSet replicated job, `attempt` counts the earlier runs (see
 /// [`AttemptKey`]). Pure: the table-driven tests pin the rules down.
 pub fn resolve(
     settings: &BTreeMap<String, String>,
     index: Option<u32>,
+    job_index: Option<u32>,
     container: &str,
     kind: ContainerKind,
     attempt: u32,
@@ -246,21 +273,24 @@ pub fn resolve(
         (None, _) => None,
     };
     let fail_indexes = get("fail-indexes").map(parse_indexes).transpose()?;
+    let fail_job_indexes = get("fail-job-indexes").map(parse_indexes).transpose()?;
     let fail_attempts = get("fail-attempts")
         .map(|s| s.trim().parse::<u32>().map_err(|_| format!("invalid fail-attempts {s:?}")))
         .transpose()?;
-    let gated = fail_indexes.is_some() || fail_attempts.is_some();
+    let gated = fail_indexes.is_some() || fail_job_indexes.is_some() || fail_attempts.is_some();
     let failing_code = if gated && (explicit.is_some() || kind == ContainerKind::Regular) {
         explicit.unwrap_or(1)
     } else {
         explicit.unwrap_or(0)
     };
-    let index_fails = match &fail_indexes {
-        Some(ranges) => index.is_some_and(|i| ranges.iter().any(|(a, b)| (*a..=*b).contains(&i))),
+    let listed = |ranges: &Option<Vec<(u32, u32)>>, i: Option<u32>| match ranges {
+        Some(ranges) => i.is_some_and(|i| ranges.iter().any(|(a, b)| (*a..=*b).contains(&i))),
         None => true,
     };
+    let index_fails = listed(&fail_indexes, index);
+    let job_index_fails = listed(&fail_job_indexes, job_index);
     let attempt_fails = fail_attempts.is_none_or(|n| attempt < n);
-    let exit_code = if index_fails && attempt_fails { failing_code } else { 0 };
+    let exit_code = if index_fails && job_index_fails && attempt_fails { failing_code } else { 0 };
     let ready = !matches!(get("never-ready"), Some("true" | "1" | "yes"));
     let termination_delay = match get("termination-delay") {
         Some(d) => parse_duration(d)?.unwrap_or(Duration::MAX),
@@ -309,11 +339,11 @@ impl Runtime for SimulatedRuntime {
         let name = req.container.name.clone();
         let settings = settings(&req.pod, &req.node.rules);
         let attempt = self.state.next_attempt(AttemptKey::of(&req.pod, &name));
-        let behaviour =
-            match resolve(&settings, completion_index(&req.pod), &name, req.kind, attempt, req.default_run_duration) {
-                Ok(b) => b,
-                Err(e) => return futures::future::ready(Err(RuntimeError(format!("{PREFIX}: {e}")))).boxed(),
-            };
+        let (index, job_index) = (completion_index(&req.pod), job_index(&req.pod));
+        let behaviour = match resolve(&settings, index, job_index, &name, req.kind, attempt, req.default_run_duration) {
+            Ok(b) => b,
+            Err(e) => return futures::future::ready(Err(RuntimeError(format!("{PREFIX}: {e}")))).boxed(),
+        };
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = ContainerId(format!("sim://{n:016x}"));
         let (tx, rx) = oneshot::channel();
@@ -459,16 +489,62 @@ mod tests {
             (s(&[("never-ready", "true")]), None, "main", Regular, 0, Some(D), 0, false),
         ];
         for (i, (settings, index, name, kind, attempt, duration, code, ready)) in cases.into_iter().enumerate() {
-            let b = resolve(&settings, index, name, kind, attempt, D).unwrap();
+            let b = resolve(&settings, index, None, name, kind, attempt, D).unwrap();
             assert_eq!(
                 b,
                 Behaviour { duration, exit_code: code, ready, termination_delay: Duration::ZERO },
                 "case {i}: {settings:?} {index:?} {name}"
             );
         }
-        for bad in [("duration", "soon"), ("exit-code", "x"), ("fail-indexes", "a-b"), ("fail-attempts", "-1")] {
-            assert!(resolve(&s(&[bad]), None, "main", Regular, 0, D).is_err(), "{bad:?}");
+        for bad in [
+            ("duration", "soon"),
+            ("exit-code", "x"),
+            ("fail-indexes", "a-b"),
+            ("fail-job-indexes", "2-1"),
+            ("fail-attempts", "-1"),
+        ] {
+            assert!(resolve(&s(&[bad]), None, None, "main", Regular, 0, D).is_err(), "{bad:?}");
         }
+    }
+
+    /// Exit code of a regular container with `settings`, completion index, job index and attempt.
+    fn code(settings: &[(&str, &str)], index: Option<u32>, job_index: Option<u32>, attempt: u32) -> i32 {
+        resolve(&s(settings), index, job_index, "main", Regular, attempt, D).unwrap().exit_code
+    }
+
+    #[test]
+    fn fail_job_indexes_fail_only_pods_of_the_listed_jobs() {
+        let set = [("fail-job-indexes", "0,2-3")];
+        assert_eq!(code(&set, None, Some(0), 0), 1);
+        assert_eq!(code(&set, None, Some(2), 0), 1);
+        assert_eq!(code(&set, None, Some(3), 0), 1);
+        assert_eq!(code(&set, None, Some(1), 0), 0);
+        assert_eq!(code(&set, None, Some(4), 0), 0);
+        // A pod outside any JobSet has no job index and is never listed.
+        assert_eq!(code(&set, None, None, 0), 0);
+        assert_eq!(code(&[("fail-job-indexes", "1"), ("exit-code", "3")], None, Some(1), 0), 3);
+        assert_eq!(code(&[("fail-job-indexes", "1"), ("exit-code", "3")], None, Some(0), 0), 0);
+    }
+
+    #[test]
+    fn fail_job_indexes_combine_with_fail_indexes_and_fail_attempts_by_and() {
+        let set = [("fail-job-indexes", "1"), ("fail-indexes", "0"), ("fail-attempts", "1"), ("exit-code", "2")];
+        assert_eq!(code(&set, Some(0), Some(1), 0), 2, "every gate says fail");
+        assert_eq!(code(&set, Some(1), Some(1), 0), 0, "completion index not listed");
+        assert_eq!(code(&set, Some(0), Some(0), 0), 0, "job index not listed");
+        assert_eq!(code(&set, Some(0), Some(1), 1), 0, "attempts used up");
+        let set = [("fail-job-indexes", "2"), ("fail-attempts", "1")];
+        assert_eq!(code(&set, None, Some(2), 0), 1);
+        assert_eq!(code(&set, None, Some(2), 1), 0);
+    }
+
+    #[test]
+    fn job_index_is_read_from_the_jobset_label() {
+        assert_eq!(job_index(&pod(&[], &[(JOB_INDEX, "3")])), Some(3));
+        assert_eq!(job_index(&pod(&[], &[])), None);
+        assert_eq!(job_index(&pod(&[], &[(JOB_INDEX, "x")])), None);
+        // Only the label counts, like upstream's pod selectors.
+        assert_eq!(job_index(&pod(&[(JOB_INDEX, "3")], &[])), None);
     }
 
     fn pod(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Pod {
@@ -515,6 +591,63 @@ mod tests {
         assert_eq!(state.next_attempt(AttemptKey::of(&c, "main")), 0);
         assert_eq!(state.attempts(&AttemptKey::of(&a, "main")), 2);
         assert_eq!(AttemptKey::of(&pod(&[], &[]), "main").owner, "pod/p");
+    }
+
+    fn owned_by_job(mut p: Pod, name: &str, uid: &str) -> Pod {
+        p.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    #[test]
+    fn jobset_pods_keep_counting_attempts_when_their_job_is_recreated() {
+        let state = SimulationState::new();
+        let labels = [(JOBSET_UID, "js-1"), (JOB_NAME, "train-workers-0")];
+        let first = owned_by_job(pod(&[(COMPLETION_INDEX, "0")], &labels), "train-workers-0", "job-uid-1");
+        // The JobSet restarts: same Job name, new Job uid, new pod.
+        let mut second = owned_by_job(pod(&[(COMPLETION_INDEX, "0")], &labels), "train-workers-0", "job-uid-2");
+        second.metadata.name = Some("train-workers-0-0-xyz".into());
+        assert_eq!(AttemptKey::of(&first, "main").owner, "jobset/js-1/train-workers-0");
+        assert_eq!(state.next_attempt(AttemptKey::of(&first, "main")), 0);
+        assert_eq!(state.next_attempt(AttemptKey::of(&second, "main")), 1);
+        // So `fail-attempts: 1` fails the first run only.
+        let fail_once = [("fail-attempts", "1")];
+        assert_eq!(code(&fail_once, Some(0), None, 0), 1);
+        assert_eq!(code(&fail_once, Some(0), None, 1), 0);
+    }
+
+    #[test]
+    fn jobset_pods_of_different_jobs_or_jobsets_count_apart() {
+        let state = SimulationState::new();
+        let of = |js: &str, job: &str| {
+            owned_by_job(pod(&[(COMPLETION_INDEX, "0")], &[(JOBSET_UID, js), (JOB_NAME, job)]), job, "same-uid")
+        };
+        assert_eq!(state.next_attempt(AttemptKey::of(&of("js-1", "a-w-0"), "main")), 0);
+        assert_eq!(state.next_attempt(AttemptKey::of(&of("js-1", "a-w-1"), "main")), 0);
+        assert_eq!(state.next_attempt(AttemptKey::of(&of("js-2", "a-w-0"), "main")), 0);
+        assert_eq!(state.next_attempt(AttemptKey::of(&of("js-1", "a-w-0"), "main")), 1);
+    }
+
+    #[test]
+    fn jobset_pods_without_a_job_name_label_use_the_controlling_job_name() {
+        let p = owned_by_job(pod(&[], &[(JOBSET_UID, "js-1")]), "train-driver-0", "u9");
+        assert_eq!(AttemptKey::of(&p, "main").owner, "jobset/js-1/train-driver-0");
+        // With neither a job-name label nor a controlling Job the pod counts on its own.
+        assert_eq!(AttemptKey::of(&pod(&[], &[(JOBSET_UID, "js-1")]), "main").owner, "pod/p");
+    }
+
+    #[test]
+    fn pods_outside_a_jobset_keep_the_job_uid_key() {
+        let p = owned_by_job(pod(&[], &[(JOB_NAME, "plain")]), "plain", "u1");
+        assert_eq!(AttemptKey::of(&p, "main").owner, "job/u1");
+        let recreated = owned_by_job(pod(&[], &[(JOB_NAME, "plain")]), "plain", "u2");
+        assert_ne!(AttemptKey::of(&p, "main"), AttemptKey::of(&recreated, "main"));
     }
 
     #[tokio::test]

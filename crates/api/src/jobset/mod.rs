@@ -1,0 +1,10 @@
+//! JobSet (`jobset.x-k8s.io/v1alpha2`): types, well-known names, defaulting and validation.
+
+pub mod defaults;
+pub mod keys;
+pub mod types;
+pub mod validation;
+
+pub use defaults::default_jobset;
+pub use types::*;
+pub use validation::{Features, validate_jobset};

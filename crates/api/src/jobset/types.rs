@@ -1,0 +1,396 @@
+//! The `jobset.x-k8s.io/v1alpha2` JobSet, field for field as upstream's `jobset_types.go`.
+//!
+//! Extensions of jobset-rs (additive, ignored by upstream tools):
+//! - failure-policy actions `RestartReplicatedJob`, `RestartReplicatedJobAndIgnoreMaxRestarts` and
+//!   `FailJob` (KEP-262 future work);
+//! - `ReplicatedJobStatus.restarts`, `.restartsCountTowardsMax` (the replicated job's own restarts)
+//!   and `.failedJobIndexes` (the Jobs a `FailJob` rule left failed).
+//!
+//! A replicated job's `template` is kept as raw JSON ([`JobTemplate`]) so that fields a typed
+//! client does not know (e.g. the local-mode `setConditionReason` of a podFailurePolicy rule)
+//! reach the child Jobs unchanged.
+
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::keys;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: JobSetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<JobSetStatus>,
+}
+
+impl kube_core::Resource for JobSet {
+    type DynamicType = ();
+    type Scope = kube_core::NamespaceResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        keys::KIND.into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        keys::GROUP.into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        keys::VERSION.into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        keys::PLURAL.into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl kube_core::object::HasStatus for JobSet {
+    type Status = JobSetStatus;
+    fn status(&self) -> Option<&JobSetStatus> {
+        self.status.as_ref()
+    }
+    fn status_mut(&mut self) -> &mut Option<JobSetStatus> {
+        &mut self.status
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetSpec {
+    #[serde(default)]
+    pub replicated_jobs: Vec<ReplicatedJob>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<Network>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_policy: Option<SuccessPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_policy: Option<StartupPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coordinator: Option<Coordinator>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_seconds_after_finished: Option<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_claim_policies: Vec<VolumeClaimPolicy>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicatedJob {
+    pub name: String,
+    #[serde(default = "default_group_name")]
+    pub group_name: String,
+    #[serde(default)]
+    pub template: JobTemplate,
+    #[serde(default = "default_replicas")]
+    pub replicas: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependsOn>,
+}
+
+fn default_group_name() -> String {
+    "default".into()
+}
+fn default_replicas() -> i32 {
+    1
+}
+
+/// A `batch/v1` JobTemplateSpec kept as the JSON the user wrote; [`JobTemplate::typed`] gives the
+/// typed view for reading.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct JobTemplate(pub Value);
+
+impl JobTemplate {
+    /// The typed view (fields unknown to k8s-openapi are dropped; read-only use).
+    pub fn typed(&self) -> JobTemplateSpec {
+        serde_json::from_value(self.0.clone()).unwrap_or_default()
+    }
+    fn spec_field(&self, key: &str) -> Option<&Value> {
+        self.0.get("spec")?.get(key)
+    }
+    pub fn parallelism(&self) -> Option<i32> {
+        self.spec_field("parallelism")?.as_i64().map(|v| v as i32)
+    }
+    pub fn completions(&self) -> Option<i32> {
+        self.spec_field("completions")?.as_i64().map(|v| v as i32)
+    }
+    pub fn completion_mode(&self) -> Option<&str> {
+        self.spec_field("completionMode")?.as_str()
+    }
+    pub fn is_indexed(&self) -> bool {
+        self.completion_mode() == Some("Indexed")
+    }
+    /// The pod template (`spec.template`), if any.
+    pub fn pod_template(&self) -> Option<&Value> {
+        self.spec_field("template")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependsOn {
+    pub name: String,
+    pub status: DependsOnStatus,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DependsOnStatus {
+    Ready,
+    Complete,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Network {
+    #[serde(default, rename = "enableDNSHostnames", skip_serializing_if = "Option::is_none")]
+    pub enable_dns_hostnames: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdomain: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publish_not_ready_addresses: Option<bool>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessPolicy {
+    pub operator: Operator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_replicated_jobs: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operator {
+    All,
+    Any,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicy {
+    #[serde(default)]
+    pub max_restarts: i32,
+    #[serde(default)]
+    pub restart_strategy: RestartStrategy,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<FailurePolicyRule>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RestartStrategy {
+    #[default]
+    Recreate,
+    BlockingRecreate,
+    InPlaceRestart,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicyRule {
+    #[serde(default)]
+    pub name: String,
+    pub action: FailurePolicyAction,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_job_failure_reasons: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_job_failure_message_patterns: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_replicated_jobs: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailurePolicyAction {
+    FailJobSet,
+    RestartJobSet,
+    RestartJobSetAndIgnoreMaxRestarts,
+    RestartJob,
+    RestartJobAndIgnoreMaxRestarts,
+    /// Extension: recreate every Job of the failed Job's replicated job.
+    RestartReplicatedJob,
+    /// Extension: as `RestartReplicatedJob`, without spending `maxRestarts`.
+    RestartReplicatedJobAndIgnoreMaxRestarts,
+    /// Extension: leave the failed Job failed; the JobSet goes on.
+    FailJob,
+}
+
+impl FailurePolicyAction {
+    pub const ALL: [FailurePolicyAction; 8] = [
+        FailurePolicyAction::FailJobSet,
+        FailurePolicyAction::RestartJobSet,
+        FailurePolicyAction::RestartJobSetAndIgnoreMaxRestarts,
+        FailurePolicyAction::RestartJob,
+        FailurePolicyAction::RestartJobAndIgnoreMaxRestarts,
+        FailurePolicyAction::RestartReplicatedJob,
+        FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts,
+        FailurePolicyAction::FailJob,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicyAction::FailJobSet => "FailJobSet",
+            FailurePolicyAction::RestartJobSet => "RestartJobSet",
+            FailurePolicyAction::RestartJobSetAndIgnoreMaxRestarts => "RestartJobSetAndIgnoreMaxRestarts",
+            FailurePolicyAction::RestartJob => "RestartJob",
+            FailurePolicyAction::RestartJobAndIgnoreMaxRestarts => "RestartJobAndIgnoreMaxRestarts",
+            FailurePolicyAction::RestartReplicatedJob => "RestartReplicatedJob",
+            FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts => "RestartReplicatedJobAndIgnoreMaxRestarts",
+            FailurePolicyAction::FailJob => "FailJob",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartupPolicy {
+    pub startup_policy_order: StartupPolicyOrder,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StartupPolicyOrder {
+    AnyOrder,
+    InOrder,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Coordinator {
+    pub replicated_job: String,
+    #[serde(default)]
+    pub job_index: i32,
+    #[serde(default)]
+    pub pod_index: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeClaimPolicy {
+    #[serde(default)]
+    pub templates: Vec<PersistentVolumeClaim>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_policy: Option<VolumeRetentionPolicy>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeRetentionPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_deleted: Option<RetentionPolicyAction>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RetentionPolicyAction {
+    Delete,
+    Retain,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobSetStatus {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub restarts: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts_count_towards_max: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub terminal_state: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicated_jobs_status: Vec<ReplicatedJobStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_in_place_restart_attempt: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_in_place_restart_attempt: Option<i32>,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplicatedJobStatus {
+    pub name: String,
+    #[serde(default)]
+    pub ready: i32,
+    #[serde(default)]
+    pub succeeded: i32,
+    #[serde(default)]
+    pub failed: i32,
+    #[serde(default)]
+    pub active: i32,
+    #[serde(default)]
+    pub suspended: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_restarts: Vec<i32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub job_restarts_count_towards_max: Vec<i32>,
+    /// Extension: `RestartReplicatedJob*` restarts of this replicated job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: i32,
+    /// Extension: `RestartReplicatedJob` restarts of this replicated job (they count towards
+    /// `maxRestarts`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts_count_towards_max: i32,
+    /// Extension: job indexes a `FailJob` rule left failed, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_job_indexes: Vec<i32>,
+}
+
+impl JobSet {
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+    pub fn namespace(&self) -> &str {
+        self.metadata.namespace.as_deref().unwrap_or_default()
+    }
+    pub fn suspended(&self) -> bool {
+        self.spec.suspend == Some(true)
+    }
+    pub fn restart_strategy(&self) -> RestartStrategy {
+        self.spec.failure_policy.as_ref().map(|f| f.restart_strategy).unwrap_or_default()
+    }
+    /// Whether a headless Service is wanted (nil network or flag: none, as upstream's controller).
+    pub fn dns_hostnames(&self) -> bool {
+        self.spec.network.as_ref().and_then(|n| n.enable_dns_hostnames) == Some(true)
+    }
+    /// `spec.network.subdomain`, else the JobSet name.
+    pub fn subdomain(&self) -> &str {
+        self.spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).filter(|s| !s.is_empty()).unwrap_or(self.name())
+    }
+    pub fn replicated_job(&self, name: &str) -> Option<&ReplicatedJob> {
+        self.spec.replicated_jobs.iter().find(|r| r.name == name)
+    }
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
+    }
+    pub fn condition_true(&self, type_: &str) -> bool {
+        self.condition(type_).is_some_and(|c| c.status == "True")
+    }
+    /// Completed or Failed is True.
+    pub fn finished(&self) -> bool {
+        self.condition_true(keys::COND_COMPLETED) || self.condition_true(keys::COND_FAILED)
+    }
+}
+
+/// `<jobset>-<replicatedJob>-<jobIndex>` (`placement.GenJobName`).
+pub fn job_name(jobset: &str, replicated_job: &str, index: i32) -> String {
+    format!("{jobset}-{replicated_job}-{index}")
+}

@@ -1,0 +1,1895 @@
+//! JobSet validation as kube-apiserver and upstream's validating webhook do it together.
+//!
+//! Three stages, in kube-apiserver's order; a stage runs only when the earlier ones found nothing
+//! (except that schema errors which do not block CEL, such as `minimum`, are reported together
+//! with the CEL errors):
+//! 1. the CRD's OpenAPI schema: types, required fields, enums, `minimum`, `maxItems`, list-map
+//!    keys, worded as kube-apiserver words CRD schema errors;
+//! 2. the CRD's CEL rules (`x-kubernetes-validations`): StartupPolicy/DependsOn exclusion, the
+//!    namespace of VolumeClaimPolicy templates and, on update, `Value is immutable`;
+//! 3. the webhook (`pkg/webhooks/jobset_webhook.go`): `ValidateCreate` or `ValidateUpdate`.
+//!    Its plain (non-field) errors are wrapped as upstream wraps them,
+//!    `field.InternalError(nil, err)`, which renders `<nil>: Internal error: <message>`.
+//!
+//! Extensions of jobset-rs: the actions `RestartReplicatedJob`,
+//! `RestartReplicatedJobAndIgnoreMaxRestarts` (gated like `RestartJob`) and `FailJob` are
+//! accepted; a rule's `onJobFailureReasons` may also name the `setConditionReason` of a `FailJob`
+//! rule of some replicated job's podFailurePolicy (KEP-262's HPC story).
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Map, Value, json};
+
+use super::defaults::schema_defaults;
+use super::keys;
+use super::types::{FailurePolicyAction, JobSetSpec, ReplicatedJob, RestartStrategy};
+use crate::field::{ErrorKind, FieldError, quote, render};
+use crate::validation::{
+    dns1035_label_errors, dns1123_subdomain_errors, label_value_errors, validate_domain_prefixed_path,
+};
+
+/// The alpha feature gates the webhook consults. jobset-rs enables all of them by default.
+#[derive(Clone, Debug)]
+pub struct Features {
+    /// `InPlaceRestart`: the `InPlaceRestart` restart strategy.
+    pub in_place_restart: bool,
+    /// `RestartJob`: the `RestartJob*` (and, here, `RestartReplicatedJob*`) actions.
+    pub restart_job: bool,
+    /// `ElasticJobSet`: mutable parallelism/completions of Indexed replicated jobs.
+    pub elastic_jobset: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features { in_place_restart: true, restart_job: true, elastic_jobset: true }
+    }
+}
+
+/// The field of errors upstream reports without a path (`field.InternalError(nil, err)`).
+const NIL_PATH: &str = "<nil>";
+const IMMUTABLE: &str = "field is immutable";
+const CEL_IMMUTABLE: &str = "Value is immutable";
+const MAX_INT32: i64 = i32::MAX as i64;
+const MAX_MANAGED_BY_LENGTH: usize = 63;
+const MAX_VOLUME_CLAIM_LENGTH: usize = 63;
+const MAX_REPLICAS_PER_REPLICATED_JOB: i32 = 1024;
+const SUBDOMAIN_TOO_LONG: &str = ".spec.network.subdomain is too long, must be less than 63 characters";
+const GROUP_NAME_TOO_LONG: &str = ".spec.replicatedJob[].groupName is too long, must be less than 63 characters";
+const JOB_NAME_TOO_LONG: &str =
+    "JobSet name is too long, job names generated for this JobSet will exceed 63 characters";
+const POD_NAME_TOO_LONG: &str =
+    "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters";
+const DNS1035_MAX_LEN: &str = "must be no more than 63 characters";
+
+/// Validates a JobSet on create (`old` is `None`) or update.
+pub fn validate_jobset(obj: &Value, old: Option<&Value>, features: &Features) -> Vec<FieldError> {
+    // kube-apiserver applies the schema defaults whenever it decodes an object; admission only
+    // defaults on create, so do it here (on a copy) for updates.
+    let defaulted;
+    let obj = match old {
+        Some(_) => {
+            let mut v = obj.clone();
+            schema_defaults(&mut v);
+            defaulted = v;
+            &defaulted
+        }
+        None => obj,
+    };
+
+    let mut errs = schema_errors(obj);
+    if errs.iter().any(blocks_cel) {
+        errs.push(FieldError::invalid(
+            NIL_PATH,
+            &json!("null"),
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        ));
+        return errs;
+    }
+    errs.extend(cel_errors(obj, old));
+    if !errs.is_empty() {
+        return errs;
+    }
+
+    let spec: JobSetSpec = match serde_json::from_value(obj.get("spec").cloned().unwrap_or_else(|| json!({}))) {
+        Ok(s) => s,
+        Err(e) => return vec![FieldError::internal(NIL_PATH, e.to_string())],
+    };
+    match old {
+        None => validate_create(obj, &spec, features),
+        Some(old) => {
+            let mut old = old.clone();
+            schema_defaults(&mut old);
+            // An old object that does not parse cannot be compared field by field.
+            match serde_json::from_value::<JobSetSpec>(old.get("spec").cloned().unwrap_or_else(|| json!({}))) {
+                Ok(old_spec) => validate_update(obj, &spec, &old, &old_spec, features),
+                Err(_) => vec![],
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 1: the CRD schema
+// ---------------------------------------------------------------------------------------------
+
+/// The part of the CRD's OpenAPI schema this validator enforces.
+enum Schema {
+    Object {
+        props: Vec<(&'static str, Schema)>,
+        required: &'static [&'static str],
+    },
+    /// An object whose content is not checked (`x-kubernetes-preserve-unknown-fields`).
+    OpenObject,
+    Array {
+        items: Box<Schema>,
+        max_items: Option<usize>,
+        map_key: Option<&'static str>,
+    },
+    String {
+        one_of: Option<Vec<&'static str>>,
+    },
+    Int32 {
+        minimum: Option<i64>,
+    },
+    Int,
+    Bool,
+}
+
+fn obj(props: Vec<(&'static str, Schema)>, required: &'static [&'static str]) -> Schema {
+    Schema::Object { props, required }
+}
+fn arr(items: Schema) -> Schema {
+    Schema::Array { items: Box::new(items), max_items: None, map_key: None }
+}
+fn string() -> Schema {
+    Schema::String { one_of: None }
+}
+fn one_of(values: &[&'static str]) -> Schema {
+    Schema::String { one_of: Some(values.to_vec()) }
+}
+
+/// Action names accepted by the schema (upstream's five plus the jobset-rs extensions).
+pub fn supported_actions() -> Vec<&'static str> {
+    FailurePolicyAction::ALL.iter().map(|a| a.as_str()).collect()
+}
+
+fn spec_schema() -> Schema {
+    let rule = obj(
+        vec![
+            ("name", string()),
+            ("action", Schema::String { one_of: Some(supported_actions()) }),
+            ("onJobFailureReasons", arr(string())),
+            ("onJobFailureMessagePatterns", arr(string())),
+            ("targetReplicatedJobs", arr(string())),
+        ],
+        &["action", "name"],
+    );
+    let depends_on = obj(vec![("name", string()), ("status", one_of(&["Ready", "Complete"]))], &["name", "status"]);
+    let replicated_job = obj(
+        vec![
+            ("name", string()),
+            ("groupName", string()),
+            ("template", Schema::OpenObject),
+            ("replicas", Schema::Int32 { minimum: Some(0) }),
+            ("dependsOn", Schema::Array { items: Box::new(depends_on), max_items: Some(5), map_key: Some("name") }),
+        ],
+        &["name"],
+    );
+    let volume_claim_policy = obj(
+        vec![
+            ("templates", Schema::Array { items: Box::new(Schema::OpenObject), max_items: Some(50), map_key: None }),
+            ("retentionPolicy", obj(vec![("whenDeleted", one_of(&["Delete", "Retain"]))], &[])),
+        ],
+        &[],
+    );
+    obj(
+        vec![
+            (
+                "replicatedJobs",
+                Schema::Array { items: Box::new(replicated_job), max_items: None, map_key: Some("name") },
+            ),
+            (
+                "network",
+                obj(
+                    vec![
+                        ("enableDNSHostnames", Schema::Bool),
+                        ("subdomain", string()),
+                        ("publishNotReadyAddresses", Schema::Bool),
+                    ],
+                    &[],
+                ),
+            ),
+            (
+                "successPolicy",
+                obj(
+                    vec![("operator", one_of(&["All", "Any"])), ("targetReplicatedJobs", arr(string()))],
+                    &["operator"],
+                ),
+            ),
+            (
+                "failurePolicy",
+                obj(
+                    vec![
+                        ("maxRestarts", Schema::Int32 { minimum: None }),
+                        ("restartStrategy", one_of(&["Recreate", "BlockingRecreate", "InPlaceRestart"])),
+                        ("rules", arr(rule)),
+                    ],
+                    &[],
+                ),
+            ),
+            (
+                "startupPolicy",
+                obj(vec![("startupPolicyOrder", one_of(&["AnyOrder", "InOrder"]))], &["startupPolicyOrder"]),
+            ),
+            ("suspend", Schema::Bool),
+            (
+                "coordinator",
+                obj(
+                    vec![("replicatedJob", string()), ("jobIndex", Schema::Int), ("podIndex", Schema::Int)],
+                    &["replicatedJob"],
+                ),
+            ),
+            ("managedBy", string()),
+            ("ttlSecondsAfterFinished", Schema::Int32 { minimum: Some(0) }),
+            (
+                "volumeClaimPolicies",
+                Schema::Array { items: Box::new(volume_claim_policy), max_items: Some(50), map_key: None },
+            ),
+        ],
+        &[],
+    )
+}
+
+/// The OpenAPI type name of a JSON value, as kube-openapi reports it.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_error(path: &str, v: &Value, want: &str) -> FieldError {
+    let got = type_name(v);
+    FieldError::type_invalid(path, &json!(got), format!("{path} in body must be of type {want}: {}", quote(got)))
+}
+
+fn schema_errors(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(spec) = obj.get("spec").filter(|v| !v.is_null()) {
+        check(spec, &spec_schema(), "spec", &mut errs);
+    }
+    errs
+}
+
+fn check(v: &Value, schema: &Schema, path: &str, errs: &mut Vec<FieldError>) {
+    match schema {
+        Schema::Object { props, required } => {
+            let Some(m) = v.as_object() else { return errs.push(type_error(path, v, "object")) };
+            for (key, sub) in props {
+                if let Some(child) = m.get(*key).filter(|c| !c.is_null()) {
+                    check(child, sub, &format!("{path}.{key}"), errs);
+                }
+            }
+            for key in *required {
+                if m.get(*key).is_none_or(Value::is_null) {
+                    errs.push(FieldError::required(format!("{path}.{key}"), ""));
+                }
+            }
+        }
+        Schema::OpenObject => {
+            if !v.is_object() {
+                errs.push(type_error(path, v, "object"));
+            }
+        }
+        Schema::Array { items, max_items, map_key } => {
+            let Some(list) = v.as_array() else { return errs.push(type_error(path, v, "array")) };
+            if let Some(max) = max_items.filter(|m| list.len() > *m) {
+                errs.push(FieldError::too_many(path, list.len(), max));
+            }
+            for (i, item) in list.iter().enumerate() {
+                check(item, items, &format!("{path}[{i}]"), errs);
+            }
+            if let Some(key) = map_key {
+                let mut seen = BTreeSet::new();
+                for (i, item) in list.iter().enumerate() {
+                    if let Some(k) = item.get(*key).and_then(Value::as_str)
+                        && !seen.insert(k)
+                    {
+                        errs.push(FieldError::duplicate(format!("{path}[{i}]"), &json!({ *key: k })));
+                    }
+                }
+            }
+        }
+        Schema::String { one_of } => match v.as_str() {
+            None => errs.push(type_error(path, v, "string")),
+            Some(s) => {
+                if let Some(values) = one_of.as_ref().filter(|vals| !vals.contains(&s)) {
+                    errs.push(FieldError::not_supported(path, v, values));
+                }
+            }
+        },
+        Schema::Int32 { minimum } => match v.as_i64() {
+            None => errs.push(type_error(path, v, "integer")),
+            Some(n) => {
+                if let Some(min) = minimum.filter(|m| n < *m) {
+                    errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{path} in body should be greater than or equal to {min}"),
+                    ));
+                } else if n < i32::MIN as i64 {
+                    errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{path} in body should be greater than or equal to {}", i32::MIN),
+                    ));
+                }
+                if n > MAX_INT32 {
+                    errs.push(FieldError::invalid(
+                        path,
+                        v,
+                        format!("{path} in body should be less than or equal to {MAX_INT32}"),
+                    ));
+                }
+            }
+        },
+        Schema::Int => {
+            if v.as_i64().is_none() {
+                errs.push(type_error(path, v, "integer"));
+            }
+        }
+        Schema::Bool => {
+            if !v.is_boolean() {
+                errs.push(type_error(path, v, "boolean"));
+            }
+        }
+    }
+}
+
+/// Schema errors after which kube-apiserver does not evaluate CEL rules (`hasBlockingErr`).
+fn blocks_cel(e: &FieldError) -> bool {
+    matches!(
+        e.kind,
+        ErrorKind::NotSupported { .. }
+            | ErrorKind::Required
+            | ErrorKind::TooLong
+            | ErrorKind::TooMany
+            | ErrorKind::TypeInvalid
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 2: the CRD's CEL rules
+// ---------------------------------------------------------------------------------------------
+
+fn cel_error(path: impl Into<String>, v: &Value, message: &str) -> FieldError {
+    FieldError::invalid(path, &json!(type_name(v)), message)
+}
+
+fn cel_errors(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else { return errs };
+    let rjobs = spec.get("replicatedJobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+
+    // JobSetSpec: !(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder'
+    //               && self.replicatedJobs.exists(x, has(x.dependsOn)))
+    let in_order = spec.pointer("/startupPolicy/startupPolicyOrder").and_then(Value::as_str) == Some("InOrder");
+    if in_order && rjobs.iter().any(|r| present(r.get("dependsOn"))) {
+        errs.push(cel_error("spec", spec, "StartupPolicy and DependsOn APIs are mutually exclusive"));
+    }
+
+    // VolumeClaimPolicy: self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)
+    if let Some(policies) = spec.get("volumeClaimPolicies").and_then(Value::as_array) {
+        for (i, policy) in policies.iter().enumerate() {
+            let templates = policy.get("templates").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let namespaced = templates
+                .iter()
+                .any(|t| t.pointer("/metadata/namespace").and_then(Value::as_str).is_some_and(|ns| !ns.is_empty()));
+            if namespaced {
+                errs.push(cel_error(
+                    format!("spec.volumeClaimPolicies[{i}]"),
+                    policy,
+                    "namespace cannot be set for VolumeClaimPolicies templates",
+                ));
+            }
+        }
+    }
+
+    // Transition rules `self == oldSelf`; like every CEL transition rule they only run when the
+    // field exists in both the old and the new object.
+    let Some(old_spec) = old.and_then(|o| o.get("spec")).filter(|s| s.is_object()) else { return errs };
+    let mut old_spec = old_spec.clone();
+    let mut wrapped = json!({"spec": old_spec.take()});
+    schema_defaults(&mut wrapped);
+    let old_spec = &wrapped["spec"];
+    for key in ["network", "successPolicy", "failurePolicy", "startupPolicy", "volumeClaimPolicies"] {
+        if let (Some(new), Some(prev)) = (field(spec, key), field(old_spec, key))
+            && new != prev
+        {
+            errs.push(cel_error(format!("spec.{key}"), new, CEL_IMMUTABLE));
+        }
+    }
+    let old_rjobs = old_spec.get("replicatedJobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    for (i, rjob) in rjobs.iter().enumerate() {
+        let name = rjob.get("name");
+        let Some(prev) = old_rjobs.iter().find(|r| r.get("name") == name) else { continue };
+        if let (Some(new), Some(prev)) = (field(rjob, "dependsOn"), field(prev, "dependsOn"))
+            && new != prev
+        {
+            errs.push(cel_error(format!("spec.replicatedJobs[{i}].dependsOn"), new, CEL_IMMUTABLE));
+        }
+    }
+    errs
+}
+
+fn present(v: Option<&Value>) -> bool {
+    v.is_some_and(|v| !v.is_null())
+}
+
+fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get(key).filter(|v| !v.is_null())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 3: the webhook
+// ---------------------------------------------------------------------------------------------
+
+/// A plain (non-field) webhook error, as `toFieldErrorList` wraps it.
+fn plain(message: impl Into<String>) -> FieldError {
+    FieldError::internal(NIL_PATH, message)
+}
+
+/// A nil pointer as `ErrorBody()` renders it: the string `"null"`.
+fn render_opt<T: Into<Value>>(v: Option<T>) -> String {
+    match v {
+        Some(v) => render(&v.into()),
+        None => quote("null"),
+    }
+}
+
+/// `getJobSetNameForValidation`: the name, else `generateName` plus 5 characters (the prefix cut to
+/// 58 as the name generator does), else "".
+fn name_for_validation(obj: &Value) -> String {
+    let meta = |k: &str| obj.pointer(&format!("/metadata/{k}")).and_then(Value::as_str).unwrap_or_default();
+    if !meta("name").is_empty() {
+        return meta("name").to_string();
+    }
+    let generate = meta("generateName");
+    if generate.is_empty() {
+        return String::new();
+    }
+    let mut base = generate.to_string();
+    if base.len() > 58 {
+        let mut cut = 58;
+        while !base.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        base.truncate(cut);
+    }
+    format!("{base}xxxxx")
+}
+
+fn pod_spec(rjob: &ReplicatedJob) -> Option<&Value> {
+    rjob.template.0.pointer("/spec/template/spec")
+}
+
+fn items<'a>(v: Option<&'a Value>, key: &str) -> &'a [Value] {
+    v.and_then(|v| v.get(key)).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+}
+
+/// The `setConditionReason` of every `FailJob` rule of every replicated job's podFailurePolicy.
+fn user_failure_reasons(spec: &JobSetSpec) -> BTreeSet<&str> {
+    spec.replicated_jobs
+        .iter()
+        .flat_map(|r| items(r.template.0.pointer("/spec/podFailurePolicy"), "rules"))
+        .filter(|rule| rule.get("action").and_then(Value::as_str) == Some("FailJob"))
+        .filter_map(|rule| rule.get("setConditionReason").and_then(Value::as_str))
+        .collect()
+}
+
+/// `ValidateCreate`.
+fn validate_create(obj: &Value, spec: &JobSetSpec, features: &Features) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let js_name = name_for_validation(obj);
+    let in_place = spec.failure_policy.as_ref().is_some_and(|f| f.restart_strategy == RestartStrategy::InPlaceRestart);
+
+    if !features.in_place_restart && in_place {
+        errs.push(plain("InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled"));
+    }
+    if spec.replicated_jobs.first().is_some_and(|r| !r.depends_on.is_empty()) {
+        errs.push(plain("DependsOn can't be set for the first ReplicatedJob"));
+    }
+
+    if let Some(subdomain) = spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).filter(|s| !s.is_empty()) {
+        let path = "spec.network.subdomain";
+        for msg in dns1123_subdomain_errors(subdomain) {
+            errs.push(FieldError::invalid(path, &json!(subdomain), msg));
+        }
+        for msg in dns1035_label_errors(subdomain) {
+            let msg = if msg.contains(DNS1035_MAX_LEN) { SUBDOMAIN_TOO_LONG.to_string() } else { msg };
+            errs.push(FieldError::invalid(path, &json!(subdomain), msg));
+        }
+    }
+
+    if let Some(manager) = &spec.managed_by {
+        validate_domain_prefixed_path("spec.managedBy", manager, &mut errs);
+        if manager.len() > MAX_MANAGED_BY_LENGTH {
+            errs.push(FieldError::too_long("spec.managedBy", MAX_MANAGED_BY_LENGTH));
+        }
+    }
+
+    let mut rjob_names: BTreeSet<&str> = BTreeSet::new();
+    for (i, rjob) in spec.replicated_jobs.iter().enumerate() {
+        let path = format!("spec.replicatedJobs[{i}]");
+        rjob_names.insert(&rjob.name);
+
+        let parallelism = rjob.template.parallelism().unwrap_or(1);
+        if parallelism as i64 * rjob.replicas as i64 > MAX_INT32 {
+            errs.push(plain(format!(
+                "the product of replicas and parallelism must not exceed {MAX_INT32} for replicatedJob '{}'",
+                rjob.name
+            )));
+        }
+
+        for msg in dns1035_label_errors(&rjob.group_name) {
+            let msg = if msg.contains(DNS1035_MAX_LEN) { GROUP_NAME_TOO_LONG.to_string() } else { msg };
+            errs.push(FieldError::invalid(format!("{path}.groupName"), &json!(rjob.group_name), msg));
+        }
+        let longest_job_name = format!("{js_name}-{}-{}", rjob.name, rjob.replicas - 1);
+        for msg in dns1035_label_errors(&longest_job_name) {
+            let msg = if msg.contains(DNS1035_MAX_LEN) { JOB_NAME_TOO_LONG.to_string() } else { msg };
+            errs.push(FieldError::invalid(format!("{path}.name"), &json!(longest_job_name), msg));
+        }
+        if let (true, Some(completions)) = (rjob.template.is_indexed(), rjob.template.completions()) {
+            let longest_pod_name = format!("{longest_job_name}-{}-abcde", completions - 1);
+            for msg in dns1035_label_errors(&longest_pod_name) {
+                let msg = if msg.contains(DNS1035_MAX_LEN) { POD_NAME_TOO_LONG.to_string() } else { msg };
+                // Upstream reports the job name as the value here.
+                errs.push(FieldError::invalid(format!("{path}.name"), &json!(longest_job_name), msg));
+            }
+        }
+
+        for dep in &rjob.depends_on {
+            if !rjob_names.contains(dep.name.as_str()) {
+                errs.push(plain(format!("replicatedJob: {} cannot depend on replicatedJob: {}", rjob.name, dep.name)));
+            }
+        }
+
+        if features.in_place_restart && in_place {
+            let job_spec = rjob.template.0.get("spec");
+            let backoff_limit = job_spec.and_then(|s| s.get("backoffLimit")).and_then(Value::as_i64);
+            if backoff_limit != Some(MAX_INT32) {
+                errs.push(FieldError::invalid_rendered(
+                    format!("{path}.template.spec.backoffLimit"),
+                    render_opt(backoff_limit),
+                    format!(
+                        "replicatedJob {}: must be set to {MAX_INT32} (MaxInt32) when in-place restart is enabled",
+                        rjob.name
+                    ),
+                ));
+            }
+            let replacement = job_spec.and_then(|s| s.get("podReplacementPolicy")).and_then(Value::as_str);
+            if replacement != Some("Failed") {
+                errs.push(FieldError::invalid_rendered(
+                    format!("{path}.template.spec.podReplacementPolicy"),
+                    render_opt(replacement),
+                    format!("replicatedJob {}: must be set to Failed when in-place restart is enabled", rjob.name),
+                ));
+            }
+            let completions = rjob.template.completions();
+            if completions.is_none() || completions != rjob.template.parallelism() {
+                errs.push(FieldError::invalid_rendered(
+                    format!("{path}.template.spec.completions"),
+                    render_opt(completions),
+                    format!(
+                        "replicatedJob {}: completions and parallelism must be set and equal to each other when in-place restart is enabled",
+                        rjob.name
+                    ),
+                ));
+            }
+        }
+    }
+
+    if let Some(sp) = &spec.success_policy {
+        for target in &sp.target_replicated_jobs {
+            if !rjob_names.contains(target.as_str()) {
+                errs.push(plain(format!(
+                    "invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs"
+                )));
+            }
+        }
+    }
+
+    if spec.failure_policy.is_some() {
+        validate_failure_policy(spec, &rjob_names, features, &mut errs);
+    }
+
+    if let Some(coordinator) = &spec.coordinator {
+        if let Some(msg) = coordinator_error(spec) {
+            errs.push(plain(msg));
+        }
+        let subdomain = spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).filter(|s| !s.is_empty());
+        let endpoint = format!(
+            "{js_name}-{}-{}-{}.{}",
+            coordinator.replicated_job,
+            coordinator.job_index,
+            coordinator.pod_index,
+            subdomain.unwrap_or(&js_name)
+        );
+        let label_errs = label_value_errors(&endpoint);
+        if !label_errs.is_empty() {
+            errs.push(plain(format!(
+                "spec will lead to invalid label value {} for coordinator label {} (long JobSet / ReplicatedJob / SubDomain name?): {}",
+                quote(&endpoint),
+                quote(keys::COORDINATOR),
+                label_errs.join(", ")
+            )));
+        }
+    }
+
+    if !spec.volume_claim_policies.is_empty() {
+        validate_volume_claim_policies(obj, spec, &js_name, &mut errs);
+    }
+    errs
+}
+
+fn validate_failure_policy(
+    spec: &JobSetSpec,
+    rjob_names: &BTreeSet<&str>,
+    features: &Features,
+    errs: &mut Vec<FieldError>,
+) {
+    let Some(fp) = &spec.failure_policy else { return };
+    use FailurePolicyAction as A;
+    let has = |actions: &[A]| fp.rules.iter().any(|r| actions.contains(&r.action));
+    let restart_job = has(&[A::RestartJob, A::RestartJobAndIgnoreMaxRestarts]);
+    let restart_replicated_job = has(&[A::RestartReplicatedJob, A::RestartReplicatedJobAndIgnoreMaxRestarts]);
+    if (restart_job || restart_replicated_job) && !features.restart_job {
+        errs.push(plain(
+            "RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob feature gate is disabled",
+        ));
+        return;
+    }
+    if restart_job && spec.replicated_jobs.iter().any(|r| r.replicas > MAX_REPLICAS_PER_REPLICATED_JOB) {
+        errs.push(plain(format!(
+            "JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts action and a replicated job with replicas > {MAX_REPLICAS_PER_REPLICATED_JOB}"
+        )));
+    }
+
+    let user_reasons = user_failure_reasons(spec);
+    let mut by_name: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (i, rule) in fp.rules.iter().enumerate() {
+        let len = rule.name.len();
+        if !(1..=128).contains(&len) {
+            errs.push(plain(format!(
+                "invalid failure policy rule name of length {len}, the rule name must be at least 1 characters long and at most 128 characters long"
+            )));
+        }
+        match by_name.iter_mut().find(|(n, _)| *n == rule.name) {
+            Some((_, idx)) => idx.push(i),
+            None => by_name.push((&rule.name, vec![i])),
+        }
+        if !crate::validation::is_condition_reason(&rule.name) {
+            errs.push(plain(format!(
+                "invalid failure policy rule name '{}', a failure policy rule name must start with an alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+                rule.name
+            )));
+        }
+        for target in &rule.target_replicated_jobs {
+            if !rjob_names.contains(target.as_str()) {
+                errs.push(plain(format!(
+                    "invalid replicatedJob name '{target}' in failure policy does not appear in .spec.ReplicatedJobs"
+                )));
+            }
+        }
+        for reason in &rule.on_job_failure_reasons {
+            if !keys::JOB_FAILURE_REASONS.contains(&reason.as_str()) && !user_reasons.contains(reason.as_str()) {
+                errs.push(plain(format!(
+                    "invalid job failure reason '{reason}' in failure policy is not a recognized job failure reason"
+                )));
+            }
+        }
+    }
+    // Upstream walks a Go map (random order); first-occurrence order here.
+    for (name, indices) in by_name.iter().filter(|(_, idx)| idx.len() > 1) {
+        let list: Vec<String> = indices.iter().map(usize::to_string).collect();
+        errs.push(plain(format!(
+            "rule names are not unique, rules with indices [{}] all have the same name '{name}'",
+            list.join(" ")
+        )));
+    }
+}
+
+/// `validateCoordinator`: the first problem only.
+fn coordinator_error(spec: &JobSetSpec) -> Option<String> {
+    let c = spec.coordinator.as_ref()?;
+    let Some(rjob) = spec.replicated_jobs.iter().find(|r| r.name == c.replicated_job) else {
+        return Some(format!("coordinator replicatedJob {} does not exist", c.replicated_job));
+    };
+    if c.job_index < 0 || c.job_index >= rjob.replicas {
+        return Some(format!("coordinator job index {} is invalid for replicatedJob {}", c.job_index, rjob.name));
+    }
+    let Some(completions) = rjob.template.completions().filter(|_| rjob.template.is_indexed()) else {
+        return Some(
+            "job for coordinator pod must be indexed completion mode, and completions number must be set".into(),
+        );
+    };
+    if c.pod_index < 0 || c.pod_index >= completions {
+        return Some(format!(
+            "coordinator pod index {} is invalid for replicatedJob {} job index {}",
+            c.pod_index, c.replicated_job, c.job_index
+        ));
+    }
+    None
+}
+
+/// `validateVolumeClaimPolicies`, without the checks against an existing PVC of the same name: the
+/// admission hook has no store access.
+fn validate_volume_claim_policies(obj: &Value, spec: &JobSetSpec, js_name: &str, errs: &mut Vec<FieldError>) {
+    let mut claim_names: BTreeSet<String> = BTreeSet::new();
+    for (i, policy) in spec.volume_claim_policies.iter().enumerate() {
+        for (j, template) in policy.templates.iter().enumerate() {
+            let path = format!("spec.volumeClaimPolicies[{i}].template[{j}].name");
+            let name = template.metadata.name.clone().unwrap_or_default();
+            if claim_names.contains(&name) {
+                errs.push(FieldError::invalid(
+                    &path,
+                    &json!(name),
+                    "names must be unique for VolumeClaimPolicies template",
+                ));
+            }
+            for msg in dns1123_subdomain_errors(&name) {
+                errs.push(FieldError::invalid(&path, &json!(name), msg));
+            }
+            if format!("{name}-{js_name}").len() > MAX_VOLUME_CLAIM_LENGTH {
+                errs.push(FieldError::invalid(&path, &json!(name), "VolumeClaimPolicies template name is too long"));
+            }
+            validate_replicated_jobs_volume_claims(obj, spec, &name, errs);
+            claim_names.insert(name);
+        }
+    }
+}
+
+fn validate_replicated_jobs_volume_claims(obj: &Value, spec: &JobSetSpec, claim: &str, errs: &mut Vec<FieldError>) {
+    let mut has_mount = false;
+    for (r, rjob) in spec.replicated_jobs.iter().enumerate() {
+        let pod = pod_spec(rjob);
+        for (v, volume) in items(pod, "volumes").iter().enumerate() {
+            if volume.get("name").and_then(Value::as_str) == Some(claim) {
+                errs.push(FieldError::invalid(
+                    format!("spec.replicatedJobs[{r}].template.spec.template.spec.volumes[{v}].name"),
+                    &json!(claim),
+                    format!("volume name conflicts with VolumeClaimPolicy template name: {claim}"),
+                ));
+            }
+        }
+        has_mount = has_mount
+            || items(pod, "initContainers")
+                .iter()
+                .chain(items(pod, "containers"))
+                .flat_map(|c| items(Some(c), "volumeMounts"))
+                .any(|m| m.get("name").and_then(Value::as_str) == Some(claim));
+    }
+    if !has_mount {
+        let rjobs = obj.pointer("/spec/replicatedJobs").cloned().unwrap_or(Value::Null);
+        errs.push(FieldError::invalid(
+            "spec.replicatedJobs",
+            &rjobs,
+            format!("replicatedJob containers don't have a matching volumeMount: {claim} from VolumeClaimPolicies"),
+        ));
+    }
+}
+
+/// `ValidateUpdate`.
+fn validate_update(
+    obj: &Value,
+    spec: &JobSetSpec,
+    old: &Value,
+    old_spec: &JobSetSpec,
+    features: &Features,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let old_by_name: HashMap<&str, &ReplicatedJob> =
+        old_spec.replicated_jobs.iter().map(|r| (r.name.as_str(), r)).collect();
+    let old_raw: HashMap<&str, &Value> = old
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| Some((r.get("name")?.as_str()?, r)))
+        .collect();
+    let mut munged: Vec<Value> =
+        obj.pointer("/spec/replicatedJobs").and_then(Value::as_array).cloned().unwrap_or_default();
+
+    if features.elastic_jobset {
+        let terminal = old.pointer("/status/conditions").and_then(Value::as_array).is_some_and(|conds| {
+            conds.iter().any(|c| {
+                let t = c.get("type").and_then(Value::as_str);
+                (t == Some(keys::COND_COMPLETED) || t == Some(keys::COND_FAILED))
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        });
+        for (i, rjob) in spec.replicated_jobs.iter().enumerate() {
+            let Some(prev) = old_by_name.get(rjob.name.as_str()) else { continue };
+            if !rjob.template.is_indexed() {
+                continue;
+            }
+            let path = format!("spec.replicatedJobs[{i}].template.spec");
+            let (parallelism, completions) = (rjob.template.parallelism(), rjob.template.completions());
+            let parallelism_changed = parallelism != prev.template.parallelism();
+            let completions_changed = completions != prev.template.completions();
+            if parallelism_changed || completions_changed {
+                if terminal {
+                    errs.push(FieldError::forbidden(
+                        &path,
+                        "Cannot mutate parallelism or completions when JobSet is in a terminal state (Completed or Failed)",
+                    ));
+                } else {
+                    if let Some(p) = parallelism.filter(|p| parallelism_changed && *p < 1) {
+                        errs.push(FieldError::invalid(
+                            format!("{path}.parallelism"),
+                            &json!(p),
+                            "parallelism must be >= 1",
+                        ));
+                    }
+                    if let Some(c) = completions.filter(|c| completions_changed && *c < 1) {
+                        errs.push(FieldError::invalid(
+                            format!("{path}.completions"),
+                            &json!(c),
+                            "completions must be >= 1",
+                        ));
+                    }
+                    if let (Some(p), Some(c)) = (parallelism, completions)
+                        && p != c
+                    {
+                        errs.push(FieldError::invalid(
+                            format!("{path}.completions"),
+                            &json!(c),
+                            "completions must be equal to parallelism for Elastic Indexed Jobs",
+                        ));
+                    }
+                }
+            }
+            if let (Some(m), Some(prev_raw)) = (munged.get_mut(i), old_raw.get(rjob.name.as_str())) {
+                for key in ["parallelism", "completions"] {
+                    copy_from(m, prev_raw, &["template", "spec", key]);
+                }
+            }
+        }
+    }
+
+    if spec.suspend == Some(true) || old_spec.suspend == Some(true) {
+        for (i, rjob) in spec.replicated_jobs.iter().enumerate() {
+            let (Some(m), Some(prev_raw)) = (munged.get_mut(i), old_raw.get(rjob.name.as_str())) else { continue };
+            for p in [
+                &["template", "spec", "template", "metadata", "annotations"][..],
+                &["template", "spec", "template", "metadata", "labels"],
+                &["template", "spec", "template", "spec", "nodeSelector"],
+                &["template", "spec", "template", "spec", "tolerations"],
+                &["template", "spec", "template", "spec", "schedulingGates"],
+            ] {
+                copy_from(m, prev_raw, p);
+            }
+        }
+    }
+
+    let old_rjobs = old.pointer("/spec/replicatedJobs").cloned().unwrap_or(Value::Null);
+    let munged = Value::Array(munged);
+    if normalize(&munged) != normalize(&old_rjobs) {
+        errs.push(FieldError::invalid("spec.replicatedJobs", &munged, IMMUTABLE));
+    }
+    if spec.managed_by != old_spec.managed_by {
+        errs.push(FieldError::invalid_rendered("spec.managedBy", render_opt(spec.managed_by.clone()), IMMUTABLE));
+    }
+    errs
+}
+
+/// Sets `path` in `target` to its value in `source`, or removes it when `source` lacks it.
+fn copy_from(target: &mut Value, source: &Value, path: &[&str]) {
+    let value = path.iter().try_fold(source, |v, k| v.get(*k)).cloned();
+    let (last, parents) = path.split_last().expect("non-empty path");
+    let mut cur = target;
+    for key in parents {
+        let Some(m) = cur.as_object_mut() else { return };
+        if value.is_none() && !m.contains_key(*key) {
+            return;
+        }
+        cur = m.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    }
+    let Some(m) = cur.as_object_mut() else { return };
+    match value {
+        Some(v) => m.insert(last.to_string(), v),
+        None => m.remove(*last),
+    };
+}
+
+/// Semantic equality as apimachinery's `Semantic.DeepEqual` sees typed objects: absent, null,
+/// empty lists and empty maps are all the same.
+fn normalize(v: &Value) -> Value {
+    match v {
+        Value::Array(items) => Value::Array(items.iter().map(normalize).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).filter(|(_, v)| !is_empty(v)).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::field::go_json;
+    use crate::jobset::defaults::default_jobset;
+
+    const DNS1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    const DNS1123: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    const CEL_SKIPPED: &str = "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+
+    /// An upstream-style JobSet (leader + workers, a FailJobSet rule, a targeted success policy),
+    /// defaulted as admission defaults it.
+    fn base() -> Value {
+        let mut v = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "default"},
+            "spec": {
+                "replicatedJobs": [
+                    {"name": "leader", "replicas": 1, "template": {"spec": {
+                        "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}},
+                    {"name": "workers", "replicas": 2, "template": {"spec": {
+                        "parallelism": 2, "completions": 2,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}},
+                ],
+                "failurePolicy": {"maxRestarts": 3, "rules": [{"name": "failFast", "action": "FailJobSet",
+                    "onJobFailureReasons": ["PodFailurePolicy"], "targetReplicatedJobs": ["leader"]}]},
+                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["workers"]},
+            },
+        });
+        default_jobset(&mut v);
+        v
+    }
+
+    /// Sets the value at a JSON pointer, creating missing objects on the way.
+    fn set(v: &mut Value, pointer: &str, value: Value) {
+        let mut cur = v;
+        let segs: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+        let (last, parents) = segs.split_last().unwrap();
+        for s in parents {
+            cur = match cur {
+                Value::Array(a) => &mut a[s.parse::<usize>().unwrap()],
+                Value::Object(m) => m.entry(s.to_string()).or_insert_with(|| json!({})),
+                _ => panic!("{pointer}"),
+            };
+        }
+        match cur {
+            Value::Array(a) => a[last.parse::<usize>().unwrap()] = value,
+            Value::Object(m) => {
+                m.insert(last.to_string(), value);
+            }
+            _ => panic!("{pointer}"),
+        }
+    }
+
+    fn remove(v: &mut Value, pointer: &str) {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        v.pointer_mut(parent).unwrap().as_object_mut().unwrap().remove(key);
+    }
+
+    fn rendered(errs: Vec<FieldError>) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    fn all_on() -> Features {
+        Features::default()
+    }
+
+    struct Case {
+        name: &'static str,
+        mutate: fn(&mut Value),
+        want: Vec<String>,
+    }
+
+    fn case(name: &'static str, mutate: fn(&mut Value), want: &[&str]) -> Case {
+        Case { name, mutate, want: want.iter().map(|s| s.to_string()).collect() }
+    }
+
+    /// `{rjobs}` in a wanted message stands for Go's JSON of the object's `spec.replicatedJobs`.
+    fn expand(want: &[String], obj: &Value) -> Vec<String> {
+        let rjobs = go_json(&obj["spec"]["replicatedJobs"]);
+        want.iter().map(|w| w.replace("{rjobs}", &rjobs)).collect()
+    }
+
+    fn run_create(cases: Vec<Case>, features: &Features) {
+        for c in cases {
+            let mut v = base();
+            (c.mutate)(&mut v);
+            let got = rendered(validate_jobset(&v, None, features));
+            assert_eq!(got, expand(&c.want, &v), "case {}", c.name);
+        }
+    }
+
+    fn run_update(cases: Vec<Case>, old: fn(&mut Value)) {
+        for c in cases {
+            let mut before = base();
+            old(&mut before);
+            let mut after = before.clone();
+            (c.mutate)(&mut after);
+            let got = rendered(validate_jobset(&after, Some(&before), &all_on()));
+            assert_eq!(got, expand(&c.want, &after), "case {}", c.name);
+        }
+    }
+
+    fn no_change(_: &mut Value) {}
+
+    #[test]
+    fn a_valid_upstream_style_jobset_passes() {
+        assert_eq!(rendered(validate_jobset(&base(), None, &all_on())), Vec::<String>::new());
+        let mut gated = Features { in_place_restart: false, restart_job: false, elastic_jobset: false };
+        assert!(validate_jobset(&base(), None, &gated).is_empty());
+        gated.elastic_jobset = true;
+        assert!(validate_jobset(&base(), Some(&base()), &gated).is_empty());
+    }
+
+    #[test]
+    fn the_kep_262_hpc_example_passes() {
+        let mut v = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "restart-replicated-job-example",
+                "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"}},
+            "spec": {
+                "failurePolicy": {"rules": [
+                    {"action": "RestartJob", "onJobFailureReasons": ["ExitCode3"]},
+                    {"action": "FailJob"},
+                ]},
+                "replicatedJobs": [{"name": "simulations", "replicas": 10, "template": {"spec": {
+                    "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                    "podFailurePolicy": {"rules": [{"action": "FailJob",
+                        "onExitCodes": {"containerName": "main", "operator": "In", "values": [3]},
+                        "setConditionReason": "ExitCode3"}]},
+                    "template": {"spec": {"restartPolicy": "Never",
+                        "containers": [{"name": "main", "image": "python:3.10"}]}},
+                }}}],
+            },
+        });
+        default_jobset(&mut v);
+        assert_eq!(rendered(validate_jobset(&v, None, &all_on())), Vec::<String>::new());
+        // The reason is only recognized because a FailJob podFailurePolicy rule sets it.
+        set(&mut v, "/spec/replicatedJobs/0/template/spec/podFailurePolicy/rules/0/action", json!("Ignore"));
+        assert_eq!(
+            rendered(validate_jobset(&v, None, &all_on())),
+            [
+                "<nil>: Internal error: invalid job failure reason 'ExitCode3' in failure policy is not a recognized job failure reason"
+            ]
+        );
+    }
+
+    #[test]
+    fn schema_errors_are_reported_like_kube_apiserver() {
+        let actions = "\"FailJobSet\", \"RestartJobSet\", \"RestartJobSetAndIgnoreMaxRestarts\", \"RestartJob\", \"RestartJobAndIgnoreMaxRestarts\", \"RestartReplicatedJob\", \"RestartReplicatedJobAndIgnoreMaxRestarts\", \"FailJob\"";
+        let cases = vec![
+            Case {
+                name: "action_outside_the_enum_is_unsupported",
+                mutate: |v| set(v, "/spec/failurePolicy/rules/0/action", json!("Foo")),
+                want: vec![
+                    format!(
+                        "spec.failurePolicy.rules[0].action: Unsupported value: \"Foo\": supported values: {actions}"
+                    ),
+                    CEL_SKIPPED.into(),
+                ],
+            },
+            case(
+                "replicas_of_the_wrong_type_is_a_type_error",
+                |v| set(v, "/spec/replicatedJobs/0/replicas", json!("2")),
+                &[
+                    "spec.replicatedJobs[0].replicas: Invalid value: \"string\": spec.replicatedJobs[0].replicas in body must be of type integer: \"string\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "fractional_ttl_is_a_type_error",
+                |v| set(v, "/spec/ttlSecondsAfterFinished", json!(1.5)),
+                &[
+                    "spec.ttlSecondsAfterFinished: Invalid value: \"number\": spec.ttlSecondsAfterFinished in body must be of type integer: \"number\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "network_that_is_not_an_object_is_a_type_error",
+                |v| set(v, "/spec/network", json!("x")),
+                &[
+                    "spec.network: Invalid value: \"string\": spec.network in body must be of type object: \"string\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "suspend_that_is_not_a_boolean_is_a_type_error",
+                |v| set(v, "/spec/suspend", json!("yes")),
+                &[
+                    "spec.suspend: Invalid value: \"string\": spec.suspend in body must be of type boolean: \"string\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "replicated_job_without_a_name_is_rejected",
+                |v| remove(v, "/spec/replicatedJobs/0/name"),
+                &["spec.replicatedJobs[0].name: Required value", CEL_SKIPPED],
+            ),
+            case(
+                "rule_without_an_action_is_rejected",
+                |v| remove(v, "/spec/failurePolicy/rules/0/action"),
+                &["spec.failurePolicy.rules[0].action: Required value", CEL_SKIPPED],
+            ),
+            case(
+                "restart_strategy_outside_the_enum_is_unsupported",
+                |v| set(v, "/spec/failurePolicy/restartStrategy", json!("Never")),
+                &[
+                    "spec.failurePolicy.restartStrategy: Unsupported value: \"Never\": supported values: \"Recreate\", \"BlockingRecreate\", \"InPlaceRestart\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "success_operator_outside_the_enum_is_unsupported",
+                |v| set(v, "/spec/successPolicy/operator", json!("Some")),
+                &[
+                    "spec.successPolicy.operator: Unsupported value: \"Some\": supported values: \"All\", \"Any\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "startup_order_outside_the_enum_is_unsupported",
+                |v| set(v, "/spec/startupPolicy/startupPolicyOrder", json!("Random")),
+                &[
+                    "spec.startupPolicy.startupPolicyOrder: Unsupported value: \"Random\": supported values: \"AnyOrder\", \"InOrder\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "depends_on_status_outside_the_enum_is_unsupported",
+                |v| set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Done"}])),
+                &[
+                    "spec.replicatedJobs[1].dependsOn[0].status: Unsupported value: \"Done\": supported values: \"Ready\", \"Complete\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "when_deleted_outside_the_enum_is_unsupported",
+                |v| {
+                    set(
+                        v,
+                        "/spec/volumeClaimPolicies",
+                        json!([{"templates": [], "retentionPolicy": {"whenDeleted": "Keep"}}]),
+                    )
+                },
+                &[
+                    "spec.volumeClaimPolicies[0].retentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Delete\", \"Retain\"",
+                    CEL_SKIPPED,
+                ],
+            ),
+            case(
+                "more_than_five_depends_on_items_are_too_many",
+                |v| {
+                    let deps: Vec<Value> =
+                        (0..6).map(|i| json!({"name": format!("d{i}"), "status": "Ready"})).collect();
+                    set(v, "/spec/replicatedJobs/1/dependsOn", Value::Array(deps))
+                },
+                &["spec.replicatedJobs[1].dependsOn: Too many: 6: must have at most 5 items", CEL_SKIPPED],
+            ),
+            case(
+                "negative_replicas_are_below_the_minimum",
+                |v| set(v, "/spec/replicatedJobs/0/replicas", json!(-1)),
+                &[
+                    "spec.replicatedJobs[0].replicas: Invalid value: -1: spec.replicatedJobs[0].replicas in body should be greater than or equal to 0",
+                ],
+            ),
+            case(
+                "negative_ttl_is_below_the_minimum",
+                |v| set(v, "/spec/ttlSecondsAfterFinished", json!(-5)),
+                &[
+                    "spec.ttlSecondsAfterFinished: Invalid value: -5: spec.ttlSecondsAfterFinished in body should be greater than or equal to 0",
+                ],
+            ),
+            case(
+                "replicas_beyond_int32_are_too_big",
+                |v| set(v, "/spec/replicatedJobs/0/replicas", json!(4294967296i64)),
+                &[
+                    "spec.replicatedJobs[0].replicas: Invalid value: 4294967296: spec.replicatedJobs[0].replicas in body should be less than or equal to 2147483647",
+                ],
+            ),
+            case(
+                "duplicate_replicated_job_names_are_rejected",
+                |v| set(v, "/spec/replicatedJobs/1/name", json!("leader")),
+                &["spec.replicatedJobs[1]: Duplicate value: {\"name\":\"leader\"}"],
+            ),
+        ];
+        run_create(cases, &all_on());
+    }
+
+    #[test]
+    fn cel_rules_of_the_crd() {
+        let cases = vec![
+            case(
+                "in_order_startup_with_depends_on_is_rejected",
+                |v| {
+                    set(v, "/spec/startupPolicy/startupPolicyOrder", json!("InOrder"));
+                    set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
+                },
+                &["spec: Invalid value: \"object\": StartupPolicy and DependsOn APIs are mutually exclusive"],
+            ),
+            case(
+                "volume_claim_template_with_a_namespace_is_rejected",
+                |v| {
+                    set(
+                        v,
+                        "/spec/volumeClaimPolicies",
+                        json!([{"templates": [{"metadata": {"name": "data", "namespace": "x"}}]}]),
+                    )
+                },
+                &[
+                    "spec.volumeClaimPolicies[0]: Invalid value: \"object\": namespace cannot be set for VolumeClaimPolicies templates",
+                ],
+            ),
+        ];
+        run_create(cases, &all_on());
+    }
+
+    #[test]
+    fn webhook_create_checks() {
+        let long_subdomain = "a".repeat(64);
+        let cases = vec![
+            case(
+                "depends_on_for_the_first_replicated_job_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/0/dependsOn", json!([{"name": "leader", "status": "Ready"}])),
+                &["<nil>: Internal error: DependsOn can't be set for the first ReplicatedJob"],
+            ),
+            case(
+                "depending_on_a_later_replicated_job_is_rejected",
+                |v| {
+                    let mut third = v["spec"]["replicatedJobs"][1].clone();
+                    third["name"] = json!("third");
+                    v["spec"]["replicatedJobs"].as_array_mut().unwrap().push(third);
+                    set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "third", "status": "Complete"}]));
+                },
+                &["<nil>: Internal error: replicatedJob: workers cannot depend on replicatedJob: third"],
+            ),
+            Case {
+                name: "subdomain_that_is_not_a_dns_name_is_rejected",
+                mutate: |v| set(v, "/spec/network/subdomain", json!("Bad_Sub")),
+                want: vec![
+                    format!("spec.network.subdomain: Invalid value: \"Bad_Sub\": {DNS1123}"),
+                    format!("spec.network.subdomain: Invalid value: \"Bad_Sub\": {DNS1035}"),
+                ],
+            },
+            Case {
+                name: "subdomain_longer_than_63_is_rejected",
+                mutate: |v| set(v, "/spec/network/subdomain", json!("a".repeat(64))),
+                want: vec![format!(
+                    "spec.network.subdomain: Invalid value: \"{long_subdomain}\": .spec.network.subdomain is too long, must be less than 63 characters"
+                )],
+            },
+            case(
+                "managed_by_that_is_not_a_domain_prefixed_path_is_rejected",
+                |v| set(v, "/spec/managedBy", json!("nodomain")),
+                &[
+                    "spec.managedBy: Invalid value: \"nodomain\": must be a domain-prefixed path (such as \"acme.io/foo\")",
+                ],
+            ),
+            case(
+                "managed_by_longer_than_63_is_too_long",
+                |v| set(v, "/spec/managedBy", json!(format!("example.com/{}", "a".repeat(60)))),
+                &["spec.managedBy: Too long: may not be more than 63 bytes"],
+            ),
+            case(
+                "replicas_times_parallelism_beyond_int32_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(2147483647)),
+                &[
+                    "<nil>: Internal error: the product of replicas and parallelism must not exceed 2147483647 for replicatedJob 'workers'",
+                ],
+            ),
+            Case {
+                name: "group_name_that_is_not_a_dns_label_is_rejected",
+                mutate: |v| set(v, "/spec/replicatedJobs/0/groupName", json!("Group_1")),
+                want: vec![format!("spec.replicatedJobs[0].groupName: Invalid value: \"Group_1\": {DNS1035}")],
+            },
+            Case {
+                name: "group_name_longer_than_63_is_rejected",
+                mutate: |v| set(v, "/spec/replicatedJobs/0/groupName", json!("g".repeat(64))),
+                want: vec![format!(
+                    "spec.replicatedJobs[0].groupName: Invalid value: \"{}\": .spec.replicatedJob[].groupName is too long, must be less than 63 characters",
+                    "g".repeat(64)
+                )],
+            },
+            Case {
+                name: "replicated_job_name_giving_invalid_job_and_pod_names_is_rejected",
+                mutate: |v| {
+                    set(v, "/spec/replicatedJobs/1/name", json!("Workers"));
+                    set(v, "/spec/successPolicy/targetReplicatedJobs", json!(["Workers"]));
+                },
+                want: vec![
+                    format!("spec.replicatedJobs[1].name: Invalid value: \"js-Workers-1\": {DNS1035}"),
+                    format!("spec.replicatedJobs[1].name: Invalid value: \"js-Workers-1\": {DNS1035}"),
+                ],
+            },
+            Case {
+                name: "long_jobset_name_gives_too_long_job_and_pod_names",
+                mutate: |v| set(v, "/metadata/name", json!("a".repeat(55))),
+                want: vec![
+                    format!(
+                        "spec.replicatedJobs[0].name: Invalid value: \"{}-leader-0\": {JOB_NAME_TOO_LONG}",
+                        "a".repeat(55)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[0].name: Invalid value: \"{}-leader-0\": {POD_NAME_TOO_LONG}",
+                        "a".repeat(55)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[1].name: Invalid value: \"{}-workers-1\": {JOB_NAME_TOO_LONG}",
+                        "a".repeat(55)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[1].name: Invalid value: \"{}-workers-1\": {POD_NAME_TOO_LONG}",
+                        "a".repeat(55)
+                    ),
+                ],
+            },
+            Case {
+                name: "generate_name_plus_five_characters_is_used_for_derived_names",
+                mutate: |v| {
+                    remove(v, "/metadata/name");
+                    set(v, "/metadata/generateName", json!("a".repeat(50)));
+                },
+                want: vec![
+                    format!(
+                        "spec.replicatedJobs[0].name: Invalid value: \"{}xxxxx-leader-0\": {JOB_NAME_TOO_LONG}",
+                        "a".repeat(50)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[0].name: Invalid value: \"{}xxxxx-leader-0\": {POD_NAME_TOO_LONG}",
+                        "a".repeat(50)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[1].name: Invalid value: \"{}xxxxx-workers-1\": {JOB_NAME_TOO_LONG}",
+                        "a".repeat(50)
+                    ),
+                    format!(
+                        "spec.replicatedJobs[1].name: Invalid value: \"{}xxxxx-workers-1\": {POD_NAME_TOO_LONG}",
+                        "a".repeat(50)
+                    ),
+                ],
+            },
+            case(
+                "in_place_restart_requires_max_backoff_failed_replacement_and_equal_counts",
+                |v| {
+                    set(v, "/spec/failurePolicy/restartStrategy", json!("InPlaceRestart"));
+                    set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(3));
+                },
+                &[
+                    "spec.replicatedJobs[0].template.spec.backoffLimit: Invalid value: 0: replicatedJob leader: must be set to 2147483647 (MaxInt32) when in-place restart is enabled",
+                    "spec.replicatedJobs[0].template.spec.podReplacementPolicy: Invalid value: \"null\": replicatedJob leader: must be set to Failed when in-place restart is enabled",
+                    "spec.replicatedJobs[1].template.spec.backoffLimit: Invalid value: \"null\": replicatedJob workers: must be set to 2147483647 (MaxInt32) when in-place restart is enabled",
+                    "spec.replicatedJobs[1].template.spec.podReplacementPolicy: Invalid value: \"null\": replicatedJob workers: must be set to Failed when in-place restart is enabled",
+                    "spec.replicatedJobs[1].template.spec.completions: Invalid value: 2: replicatedJob workers: completions and parallelism must be set and equal to each other when in-place restart is enabled",
+                ],
+            ),
+            case(
+                "in_place_restart_with_the_required_job_settings_passes",
+                |v| {
+                    set(v, "/spec/failurePolicy/restartStrategy", json!("InPlaceRestart"));
+                    for i in 0..2 {
+                        set(v, &format!("/spec/replicatedJobs/{i}/template/spec/backoffLimit"), json!(2147483647));
+                        set(
+                            v,
+                            &format!("/spec/replicatedJobs/{i}/template/spec/podReplacementPolicy"),
+                            json!("Failed"),
+                        );
+                    }
+                },
+                &[],
+            ),
+            case(
+                "success_policy_targeting_an_unknown_replicated_job_is_rejected",
+                |v| set(v, "/spec/successPolicy/targetReplicatedJobs", json!(["nope"])),
+                &["<nil>: Internal error: invalid replicatedJob name 'nope' does not appear in .spec.ReplicatedJobs"],
+            ),
+            case(
+                "restart_job_with_more_than_1024_replicas_is_rejected",
+                |v| {
+                    set(v, "/spec/failurePolicy/rules/0/action", json!("RestartJob"));
+                    set(v, "/spec/replicatedJobs/1/replicas", json!(1025));
+                },
+                &[
+                    "<nil>: Internal error: JobSet cannot have a failure policy rule with RestartJob or RestartJobAndIgnoreMaxRestarts action and a replicated job with replicas > 1024",
+                ],
+            ),
+            case(
+                "restart_replicated_job_with_more_than_1024_replicas_passes",
+                |v| {
+                    set(v, "/spec/failurePolicy/rules/0/action", json!("RestartReplicatedJob"));
+                    set(v, "/spec/replicatedJobs/1/replicas", json!(1025));
+                },
+                &[],
+            ),
+            case(
+                "extension_actions_are_accepted",
+                |v| {
+                    set(
+                        v,
+                        "/spec/failurePolicy/rules",
+                        json!([
+                            {"name": "a", "action": "RestartReplicatedJob"},
+                            {"name": "b", "action": "RestartReplicatedJobAndIgnoreMaxRestarts"},
+                            {"name": "c", "action": "RestartJobAndIgnoreMaxRestarts"},
+                            {"name": "d", "action": "FailJob"},
+                        ]),
+                    )
+                },
+                &[],
+            ),
+            case(
+                "rule_name_longer_than_128_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/name", json!("r".repeat(129))),
+                &[
+                    "<nil>: Internal error: invalid failure policy rule name of length 129, the rule name must be at least 1 characters long and at most 128 characters long",
+                ],
+            ),
+            case(
+                "empty_rule_name_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/name", json!("")),
+                &[
+                    "<nil>: Internal error: invalid failure policy rule name of length 0, the rule name must be at least 1 characters long and at most 128 characters long",
+                    "<nil>: Internal error: invalid failure policy rule name '', a failure policy rule name must start with an alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+                ],
+            ),
+            case(
+                "rule_name_not_matching_the_pattern_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/name", json!("1bad-")),
+                &[
+                    "<nil>: Internal error: invalid failure policy rule name '1bad-', a failure policy rule name must start with an alphabetic character, optionally followed by a string of alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
+                ],
+            ),
+            case(
+                "rule_targeting_an_unknown_replicated_job_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/targetReplicatedJobs", json!(["ghost"])),
+                &[
+                    "<nil>: Internal error: invalid replicatedJob name 'ghost' in failure policy does not appear in .spec.ReplicatedJobs",
+                ],
+            ),
+            case(
+                "unrecognized_job_failure_reason_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/onJobFailureReasons", json!(["PodFailurePolicy", "OOM"])),
+                &[
+                    "<nil>: Internal error: invalid job failure reason 'OOM' in failure policy is not a recognized job failure reason",
+                ],
+            ),
+            case(
+                "duplicate_rule_names_are_rejected",
+                |v| {
+                    set(
+                        v,
+                        "/spec/failurePolicy/rules",
+                        json!([
+                            {"name": "dup", "action": "FailJobSet"}, {"name": "ok", "action": "FailJob"},
+                            {"name": "dup", "action": "RestartJobSet"},
+                        ]),
+                    )
+                },
+                &[
+                    "<nil>: Internal error: rule names are not unique, rules with indices [0 2] all have the same name 'dup'",
+                ],
+            ),
+            case(
+                "coordinator_naming_an_unknown_replicated_job_is_rejected",
+                |v| set(v, "/spec/coordinator", json!({"replicatedJob": "ghost"})),
+                &["<nil>: Internal error: coordinator replicatedJob ghost does not exist"],
+            ),
+            case(
+                "coordinator_job_index_out_of_range_is_rejected",
+                |v| set(v, "/spec/coordinator", json!({"replicatedJob": "workers", "jobIndex": 2})),
+                &["<nil>: Internal error: coordinator job index 2 is invalid for replicatedJob workers"],
+            ),
+            case(
+                "coordinator_in_a_non_indexed_job_is_rejected",
+                |v| {
+                    set(v, "/spec/coordinator", json!({"replicatedJob": "workers"}));
+                    set(v, "/spec/replicatedJobs/1/template/spec/completionMode", json!("NonIndexed"));
+                },
+                &[
+                    "<nil>: Internal error: job for coordinator pod must be indexed completion mode, and completions number must be set",
+                ],
+            ),
+            case(
+                "coordinator_pod_index_out_of_range_is_rejected",
+                |v| set(v, "/spec/coordinator", json!({"replicatedJob": "workers", "jobIndex": 1, "podIndex": 2})),
+                &["<nil>: Internal error: coordinator pod index 2 is invalid for replicatedJob workers job index 1"],
+            ),
+            Case {
+                name: "coordinator_endpoint_too_long_for_a_label_is_rejected",
+                mutate: |v| {
+                    set(v, "/spec/coordinator", json!({"replicatedJob": "leader"}));
+                    set(v, "/spec/network/subdomain", json!("s".repeat(60)));
+                },
+                want: vec![format!(
+                    "<nil>: Internal error: spec will lead to invalid label value \"js-leader-0-0.{}\" for coordinator label \"jobset.sigs.k8s.io/coordinator\" (long JobSet / ReplicatedJob / SubDomain name?): must be no more than 63 characters",
+                    "s".repeat(60)
+                )],
+            },
+            case(
+                "volume_claim_template_without_a_volume_mount_is_rejected",
+                |v| set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}])),
+                &[
+                    "spec.replicatedJobs: Invalid value: {rjobs}: replicatedJob containers don't have a matching volumeMount: data from VolumeClaimPolicies",
+                ],
+            ),
+            case(
+                "volume_claim_template_mounted_somewhere_passes",
+                |v| {
+                    set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}]));
+                    set(
+                        v,
+                        "/spec/replicatedJobs/1/template/spec/template/spec/initContainers",
+                        json!([{"name": "i", "image": "x", "volumeMounts": [{"name": "data", "mountPath": "/d"}]}]),
+                    );
+                },
+                &[],
+            ),
+            case(
+                "duplicate_volume_claim_template_names_are_rejected",
+                |v| {
+                    set(
+                        v,
+                        "/spec/volumeClaimPolicies",
+                        json!([{"templates": [{"metadata": {"name": "data"}}]},
+                        {"templates": [{"metadata": {"name": "data"}}]}]),
+                    );
+                    set(
+                        v,
+                        "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+                        json!([{"name": "data", "mountPath": "/d"}]),
+                    );
+                },
+                &[
+                    "spec.volumeClaimPolicies[1].template[0].name: Invalid value: \"data\": names must be unique for VolumeClaimPolicies template",
+                ],
+            ),
+            Case {
+                name: "volume_claim_template_name_that_is_not_a_subdomain_is_rejected",
+                mutate: |v| {
+                    set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "Data_1"}}]}]));
+                    set(
+                        v,
+                        "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+                        json!([{"name": "Data_1", "mountPath": "/d"}]),
+                    );
+                },
+                want: vec![format!(
+                    "spec.volumeClaimPolicies[0].template[0].name: Invalid value: \"Data_1\": {DNS1123}"
+                )],
+            },
+            Case {
+                name: "volume_claim_template_name_giving_a_too_long_pvc_name_is_rejected",
+                mutate: |v| {
+                    let name = "d".repeat(61);
+                    set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": name}}]}]));
+                    set(
+                        v,
+                        "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+                        json!([{"name": name, "mountPath": "/d"}]),
+                    );
+                },
+                want: vec![format!(
+                    "spec.volumeClaimPolicies[0].template[0].name: Invalid value: \"{}\": VolumeClaimPolicies template name is too long",
+                    "d".repeat(61)
+                )],
+            },
+            case(
+                "pod_volume_named_like_a_volume_claim_template_is_rejected",
+                |v| {
+                    set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}]));
+                    set(
+                        v,
+                        "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+                        json!([{"name": "data", "mountPath": "/d"}]),
+                    );
+                    set(
+                        v,
+                        "/spec/replicatedJobs/1/template/spec/template/spec/volumes",
+                        json!([{"name": "data", "emptyDir": {}}]),
+                    );
+                },
+                &[
+                    "spec.replicatedJobs[1].template.spec.template.spec.volumes[0].name: Invalid value: \"data\": volume name conflicts with VolumeClaimPolicy template name: data",
+                ],
+            ),
+        ];
+        run_create(cases, &all_on());
+    }
+
+    #[test]
+    fn gated_features_are_rejected_when_their_gate_is_off() {
+        let off = Features { in_place_restart: false, restart_job: false, elastic_jobset: false };
+        let gate = "<nil>: Internal error: RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob feature gate is disabled";
+        let cases = vec![
+            case(
+                "in_place_restart_with_the_gate_off_is_rejected",
+                |v| set(v, "/spec/failurePolicy/restartStrategy", json!("InPlaceRestart")),
+                &[
+                    "<nil>: Internal error: InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled",
+                ],
+            ),
+            case(
+                "restart_job_with_the_gate_off_is_rejected_and_stops_failure_policy_checks",
+                |v| {
+                    set(v, "/spec/failurePolicy/rules/0/action", json!("RestartJobAndIgnoreMaxRestarts"));
+                    set(v, "/spec/failurePolicy/rules/0/targetReplicatedJobs", json!(["ghost"]));
+                },
+                &[gate],
+            ),
+            case(
+                "restart_replicated_job_with_the_gate_off_is_rejected",
+                |v| set(v, "/spec/failurePolicy/rules/0/action", json!("RestartReplicatedJob")),
+                &[gate],
+            ),
+            case("fail_job_needs_no_gate", |v| set(v, "/spec/failurePolicy/rules/0/action", json!("FailJob")), &[]),
+        ];
+        run_create(cases, &off);
+    }
+
+    #[test]
+    fn update_immutability() {
+        let cases = vec![
+            case("unchanged_jobset_passes", no_change, &[]),
+            case(
+                "suspend_and_metadata_are_mutable",
+                |v| {
+                    set(v, "/spec/suspend", json!(true));
+                    set(v, "/metadata/labels", json!({"a": "b"}));
+                },
+                &[],
+            ),
+            case(
+                "omitting_schema_defaulted_fields_is_not_a_change",
+                |v| {
+                    remove(v, "/spec/replicatedJobs/0/replicas");
+                    remove(v, "/spec/replicatedJobs/0/groupName");
+                    remove(v, "/spec/failurePolicy/restartStrategy");
+                },
+                &[],
+            ),
+            case(
+                "changing_replicas_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/1/replicas", json!(3)),
+                &["spec.replicatedJobs: Invalid value: {rjobs}: field is immutable"],
+            ),
+            case(
+                "changing_an_unknown_template_field_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/0/template/spec/futureField", json!("x")),
+                &["spec.replicatedJobs: Invalid value: {rjobs}: field is immutable"],
+            ),
+            case(
+                "changing_the_pod_template_of_a_running_jobset_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector", json!({"a": "b"})),
+                &["spec.replicatedJobs: Invalid value: {rjobs}: field is immutable"],
+            ),
+            case(
+                "setting_managed_by_is_rejected",
+                |v| set(v, "/spec/managedBy", json!("example.com/foo")),
+                &["spec.managedBy: Invalid value: \"example.com/foo\": field is immutable"],
+            ),
+            case(
+                "changing_the_failure_policy_is_rejected",
+                |v| set(v, "/spec/failurePolicy/maxRestarts", json!(4)),
+                &["spec.failurePolicy: Invalid value: \"object\": Value is immutable"],
+            ),
+            case(
+                "changing_the_network_is_rejected",
+                |v| set(v, "/spec/network/subdomain", json!("other")),
+                &["spec.network: Invalid value: \"object\": Value is immutable"],
+            ),
+            case(
+                "changing_the_success_policy_is_rejected",
+                |v| set(v, "/spec/successPolicy/operator", json!("Any")),
+                &["spec.successPolicy: Invalid value: \"object\": Value is immutable"],
+            ),
+            case(
+                "changing_the_startup_policy_is_rejected",
+                |v| set(v, "/spec/startupPolicy/startupPolicyOrder", json!("InOrder")),
+                &["spec.startupPolicy: Invalid value: \"object\": Value is immutable"],
+            ),
+        ];
+        run_update(cases, no_change);
+
+        let with_extras = |v: &mut Value| {
+            set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}]));
+            set(
+                v,
+                "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+                json!([{"name": "data", "mountPath": "/d"}]),
+            );
+            set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
+        };
+        let cases = vec![
+            case(
+                "changing_volume_claim_policies_is_rejected",
+                |v| set(v, "/spec/volumeClaimPolicies/0/retentionPolicy/whenDeleted", json!("Retain")),
+                &["spec.volumeClaimPolicies: Invalid value: \"array\": Value is immutable"],
+            ),
+            case(
+                "changing_depends_on_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/1/dependsOn/0/status", json!("Complete")),
+                &["spec.replicatedJobs[1].dependsOn: Invalid value: \"array\": Value is immutable"],
+            ),
+        ];
+        run_update(cases, with_extras);
+    }
+
+    #[test]
+    fn update_of_the_template_of_a_suspended_jobset() {
+        let masked = |v: &mut Value| {
+            let t = "/spec/replicatedJobs/0/template/spec/template";
+            set(v, &format!("{t}/metadata/labels"), json!({"kueue": "yes"}));
+            set(v, &format!("{t}/metadata/annotations"), json!({"a": "b"}));
+            set(v, &format!("{t}/spec/nodeSelector"), json!({"pool": "x"}));
+            set(v, &format!("{t}/spec/tolerations"), json!([{"key": "k", "operator": "Exists"}]));
+            set(v, &format!("{t}/spec/schedulingGates"), json!([{"name": "g"}]));
+        };
+        let cases = vec![
+            case(
+                "scheduling_fields_of_a_suspended_jobset_are_mutable",
+                |v| {
+                    let t = "/spec/replicatedJobs/0/template/spec/template";
+                    set(v, &format!("{t}/metadata/labels"), json!({"kueue": "yes"}));
+                    set(v, &format!("{t}/metadata/annotations"), json!({"a": "b"}));
+                    set(v, &format!("{t}/spec/nodeSelector"), json!({"pool": "x"}));
+                    set(v, &format!("{t}/spec/tolerations"), json!([{"key": "k", "operator": "Exists"}]));
+                    set(v, &format!("{t}/spec/schedulingGates"), json!([{"name": "g"}]));
+                },
+                &[],
+            ),
+            case(
+                "resuming_with_scheduling_changes_is_allowed",
+                |v| {
+                    set(v, "/spec/suspend", json!(false));
+                    set(v, "/spec/replicatedJobs/1/template/spec/template/spec/nodeSelector", json!({"pool": "y"}));
+                },
+                &[],
+            ),
+            case(
+                "other_pod_fields_of_a_suspended_jobset_stay_immutable",
+                |v| set(v, "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/image", json!("other")),
+                &["spec.replicatedJobs: Invalid value: {rjobs}: field is immutable"],
+            ),
+        ];
+        run_update(cases, |v| set(v, "/spec/suspend", json!(true)));
+        // Removing what a suspended JobSet had set is allowed too.
+        let mut before = base();
+        set(&mut before, "/spec/suspend", json!(true));
+        masked(&mut before);
+        let mut after = base();
+        set(&mut after, "/spec/suspend", json!(true));
+        assert!(validate_jobset(&after, Some(&before), &all_on()).is_empty());
+    }
+
+    #[test]
+    fn elastic_parallelism_and_completions_updates() {
+        let cases = vec![
+            case(
+                "scaling_an_indexed_job_with_equal_counts_passes",
+                |v| {
+                    set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(4));
+                    set(v, "/spec/replicatedJobs/1/template/spec/completions", json!(4));
+                },
+                &[],
+            ),
+            case(
+                "parallelism_different_from_completions_is_rejected",
+                |v| set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(3)),
+                &[
+                    "spec.replicatedJobs[1].template.spec.completions: Invalid value: 2: completions must be equal to parallelism for Elastic Indexed Jobs",
+                ],
+            ),
+            case(
+                "scaling_to_zero_is_rejected",
+                |v| {
+                    set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(0));
+                    set(v, "/spec/replicatedJobs/1/template/spec/completions", json!(0));
+                },
+                &[
+                    "spec.replicatedJobs[1].template.spec.parallelism: Invalid value: 0: parallelism must be >= 1",
+                    "spec.replicatedJobs[1].template.spec.completions: Invalid value: 0: completions must be >= 1",
+                ],
+            ),
+        ];
+        run_update(cases, no_change);
+
+        // A finished JobSet cannot be scaled.
+        let cases = vec![case(
+            "scaling_a_finished_jobset_is_forbidden",
+            |v| {
+                set(v, "/spec/replicatedJobs/1/template/spec/parallelism", json!(4));
+                set(v, "/spec/replicatedJobs/1/template/spec/completions", json!(4));
+            },
+            &[
+                "spec.replicatedJobs[1].template.spec: Forbidden: Cannot mutate parallelism or completions when JobSet is in a terminal state (Completed or Failed)",
+            ],
+        )];
+        run_update(cases, |v| set(v, "/status", json!({"conditions": [{"type": "Completed", "status": "True"}]})));
+
+        // NonIndexed jobs, and every job with the gate off, keep the counts immutable.
+        let mut before = base();
+        set(&mut before, "/spec/replicatedJobs/1/template/spec/completionMode", json!("NonIndexed"));
+        let mut after = before.clone();
+        set(&mut after, "/spec/replicatedJobs/1/template/spec/parallelism", json!(4));
+        assert_eq!(
+            rendered(validate_jobset(&after, Some(&before), &all_on())),
+            [format!(
+                "spec.replicatedJobs: Invalid value: {}: field is immutable",
+                go_json(&after["spec"]["replicatedJobs"])
+            )]
+        );
+        let before = base();
+        let mut after = before.clone();
+        set(&mut after, "/spec/replicatedJobs/1/template/spec/parallelism", json!(4));
+        set(&mut after, "/spec/replicatedJobs/1/template/spec/completions", json!(4));
+        let off = Features { elastic_jobset: false, ..Features::default() };
+        assert_eq!(
+            rendered(validate_jobset(&after, Some(&before), &off)),
+            [format!(
+                "spec.replicatedJobs: Invalid value: {}: field is immutable",
+                go_json(&after["spec"]["replicatedJobs"])
+            )]
+        );
+    }
+
+    #[test]
+    fn the_crd_schema_lists_the_same_enums_and_defaults() {
+        let crds = crate::crds::preinstalled().unwrap();
+        let spec = crds[0].pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties").unwrap();
+        let strings = |p: &str| -> Vec<String> {
+            spec.pointer(p)
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("{p}"))
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(strings("/failurePolicy/properties/rules/items/properties/action/enum"), supported_actions());
+        assert_eq!(
+            strings("/failurePolicy/properties/restartStrategy/enum"),
+            ["Recreate", "BlockingRecreate", "InPlaceRestart"]
+        );
+        assert_eq!(strings("/successPolicy/properties/operator/enum"), ["All", "Any"]);
+        assert_eq!(strings("/startupPolicy/properties/startupPolicyOrder/enum"), ["AnyOrder", "InOrder"]);
+        assert_eq!(
+            strings("/replicatedJobs/items/properties/dependsOn/items/properties/status/enum"),
+            ["Ready", "Complete"]
+        );
+        assert_eq!(
+            strings("/volumeClaimPolicies/items/properties/retentionPolicy/properties/whenDeleted/enum"),
+            ["Delete", "Retain"]
+        );
+        assert_eq!(spec.pointer("/replicatedJobs/items/properties/replicas/default"), Some(&json!(1)));
+        assert_eq!(spec.pointer("/replicatedJobs/items/properties/replicas/minimum"), Some(&json!(0)));
+        assert_eq!(spec.pointer("/replicatedJobs/items/properties/groupName/default"), Some(&json!("default")));
+        assert_eq!(spec.pointer("/failurePolicy/properties/restartStrategy/default"), Some(&json!("Recreate")));
+        assert_eq!(spec.pointer("/ttlSecondsAfterFinished/minimum"), Some(&json!(0)));
+        assert_eq!(
+            spec.pointer("/replicatedJobs/items/properties/template/x-kubernetes-preserve-unknown-fields"),
+            Some(&json!(true))
+        );
+    }
+}

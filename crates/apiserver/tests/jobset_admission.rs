@@ -1,0 +1,236 @@
+//! JobSet admission is built in: upstream's webhook defaults on create, and the CRD schema, CEL
+//! rules and webhook checks reject bad JobSets with kube-apiserver's 422 Status.
+
+mod common;
+
+use axum::body::Body;
+use common::{Transport, harness};
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use jobset_api::jobset::JobSet;
+use jobset_apiserver::ApiServer;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const JOBSETS: &str = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets";
+
+fn jobset(name: &str) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicatedJobs": [
+                {"name": "leader", "template": {"spec": {"parallelism": 1, "completions": 1,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}},
+                {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 2, "completions": 2,
+                    "template": {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}},
+            ],
+            "failurePolicy": {"maxRestarts": 2, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": ["leader"]}]},
+        },
+    })
+}
+
+async fn send(app: &axum::Router, method: Method, uri: &str, body: &Value) -> (u16, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// Asserts a 422 Invalid Status for JobSet `name` and returns its causes as (reason, field, message).
+fn invalid(code: u16, status: &Value, name: &str) -> Vec<(String, String, String)> {
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Invalid", "{status}");
+    assert_eq!(status["details"]["group"], "jobset.x-k8s.io", "{status}");
+    assert_eq!(status["details"]["kind"], "JobSet", "{status}");
+    assert_eq!(status["details"]["name"], name, "{status}");
+    status["details"]["causes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no causes: {status}"))
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("reason"), s("field"), s("message"))
+        })
+        .collect()
+}
+
+fn owned(causes: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
+    causes.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+}
+
+#[tokio::test]
+async fn webhook_errors_come_back_as_a_422_with_upstream_messages() {
+    let app = ApiServer::in_memory().router();
+    let mut bad = jobset("bad");
+    bad["spec"]["failurePolicy"]["rules"][0]["targetReplicatedJobs"] = json!(["ghost"]);
+    bad["spec"]["successPolicy"] = json!({"operator": "All", "targetReplicatedJobs": ["nobody"]});
+    let (code, status) = send(&app, Method::POST, JOBSETS, &bad).await;
+    let causes = invalid(code, &status, "bad");
+    assert_eq!(
+        status["message"],
+        "JobSet.jobset.x-k8s.io \"bad\" is invalid: [<nil>: Internal error: invalid replicatedJob name 'nobody' does not appear in .spec.ReplicatedJobs, <nil>: Internal error: invalid replicatedJob name 'ghost' in failure policy does not appear in .spec.ReplicatedJobs]"
+    );
+    assert_eq!(
+        causes,
+        owned(&[
+            (
+                "InternalError",
+                "<nil>",
+                "Internal error: invalid replicatedJob name 'nobody' does not appear in .spec.ReplicatedJobs"
+            ),
+            (
+                "InternalError",
+                "<nil>",
+                "Internal error: invalid replicatedJob name 'ghost' in failure policy does not appear in .spec.ReplicatedJobs"
+            ),
+        ])
+    );
+
+    let mut long = jobset("long");
+    long["spec"]["replicatedJobs"][0]["groupName"] = json!("Not_A_Label");
+    let (code, status) = send(&app, Method::POST, JOBSETS, &long).await;
+    let causes = invalid(code, &status, "long");
+    let dns1035 = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
+    assert_eq!(
+        status["message"],
+        format!(
+            "JobSet.jobset.x-k8s.io \"long\" is invalid: spec.replicatedJobs[0].groupName: Invalid value: \"Not_A_Label\": {dns1035}"
+        )
+    );
+    assert_eq!(
+        causes,
+        vec![(
+            "FieldValueInvalid".to_string(),
+            "spec.replicatedJobs[0].groupName".to_string(),
+            format!("Invalid value: \"Not_A_Label\": {dns1035}")
+        )]
+    );
+}
+
+#[tokio::test]
+async fn schema_errors_come_back_as_kube_apiserver_words_them() {
+    let app = ApiServer::in_memory().router();
+    let mut bad = jobset("schema");
+    bad["spec"]["failurePolicy"]["rules"][0]["action"] = json!("Foo");
+    bad["spec"]["replicatedJobs"][1]["replicas"] = json!("two");
+    let (code, status) = send(&app, Method::POST, JOBSETS, &bad).await;
+    let causes = invalid(code, &status, "schema");
+    let skipped = "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
+    assert_eq!(
+        causes,
+        owned(&[
+            (
+                "FieldValueTypeInvalid",
+                "spec.replicatedJobs[1].replicas",
+                "Invalid value: \"string\": spec.replicatedJobs[1].replicas in body must be of type integer: \"string\""
+            ),
+            (
+                "FieldValueNotSupported",
+                "spec.failurePolicy.rules[0].action",
+                "Unsupported value: \"Foo\": supported values: \"FailJobSet\", \"RestartJobSet\", \"RestartJobSetAndIgnoreMaxRestarts\", \"RestartJob\", \"RestartJobAndIgnoreMaxRestarts\", \"RestartReplicatedJob\", \"RestartReplicatedJobAndIgnoreMaxRestarts\", \"FailJob\""
+            ),
+            ("FieldValueInvalid", "<nil>", &format!("Invalid value: \"null\": {skipped}")),
+        ])
+    );
+    assert!(
+        status["message"].as_str().unwrap().starts_with(
+            "JobSet.jobset.x-k8s.io \"schema\" is invalid: [spec.replicatedJobs[1].replicas: Invalid value: \"string\""
+        ),
+        "{status}"
+    );
+
+    let mut cel = jobset("cel");
+    cel["spec"]["startupPolicy"] = json!({"startupPolicyOrder": "InOrder"});
+    cel["spec"]["replicatedJobs"][1]["dependsOn"] = json!([{"name": "leader", "status": "Ready"}]);
+    let (code, status) = send(&app, Method::POST, JOBSETS, &cel).await;
+    let causes = invalid(code, &status, "cel");
+    assert_eq!(
+        causes,
+        owned(&[(
+            "FieldValueInvalid",
+            "spec",
+            "Invalid value: \"object\": StartupPolicy and DependsOn APIs are mutually exclusive"
+        )])
+    );
+}
+
+#[tokio::test]
+async fn created_jobsets_are_defaulted_and_keep_unknown_fields() {
+    let h = harness(Transport::InProcess).await;
+    let api: Api<kube::api::DynamicObject> =
+        Api::default_namespaced_with(h.client.clone(), &kube::api::ApiResource::erase::<JobSet>(&()));
+    let mut js = jobset("good");
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["podFailurePolicy"] = json!({"rules": [{"action": "FailJob",
+        "onExitCodes": {"containerName": "main", "operator": "In", "values": [3]}, "setConditionReason": "ExitCode3"}]});
+    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Never");
+    js["spec"]["failurePolicy"]["rules"][0]["onJobFailureReasons"] = json!(["ExitCode3"]);
+    let created = api.create(&PostParams::default(), &serde_json::from_value(js).unwrap()).await.unwrap();
+    let v = serde_json::to_value(&created).unwrap();
+    let spec = &v["spec"];
+    assert_eq!(spec["successPolicy"], json!({"operator": "All"}));
+    assert_eq!(spec["startupPolicy"], json!({"startupPolicyOrder": "AnyOrder"}));
+    assert_eq!(spec["network"], json!({"enableDNSHostnames": true, "publishNotReadyAddresses": true}));
+    assert_eq!(spec["failurePolicy"]["restartStrategy"], "Recreate");
+    assert_eq!(spec["failurePolicy"]["rules"][0]["name"], "failurePolicyRule0");
+    let leader = &spec["replicatedJobs"][0];
+    assert_eq!(leader["replicas"], 1);
+    assert_eq!(leader["groupName"], "default");
+    assert_eq!(leader["template"]["spec"]["completionMode"], "Indexed");
+    assert_eq!(leader["template"]["spec"]["template"]["spec"]["restartPolicy"], "Never");
+    assert_eq!(spec["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["restartPolicy"], "OnFailure");
+    assert_eq!(leader["template"]["spec"]["podFailurePolicy"]["rules"][0]["setConditionReason"], "ExitCode3");
+
+    // The typed view reads it back.
+    let typed: Api<JobSet> = Api::default_namespaced(h.client.clone());
+    let got = typed.get("good").await.unwrap();
+    assert_eq!(got.spec.replicated_jobs.len(), 2);
+}
+
+#[tokio::test]
+async fn updates_of_immutable_fields_are_rejected() {
+    let h = harness(Transport::InProcess).await;
+    let api: Api<JobSet> = Api::default_namespaced(h.client.clone());
+    let created = api.create(&PostParams::default(), &serde_json::from_value(jobset("imm")).unwrap()).await.unwrap();
+
+    let mut changed = created.clone();
+    changed.spec.replicated_jobs[1].replicas = 3;
+    let err = api.replace("imm", &PostParams::default(), &changed).await.unwrap_err();
+    let kube::Error::Api(s) = err else { panic!("{err:?}") };
+    assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+    assert!(
+        s.message.starts_with("JobSet.jobset.x-k8s.io \"imm\" is invalid: spec.replicatedJobs: Invalid value: "),
+        "{}",
+        s.message
+    );
+    assert!(s.message.ends_with(": field is immutable"), "{}", s.message);
+
+    let mut changed = created.clone();
+    changed.spec.failure_policy.as_mut().unwrap().max_restarts = 9;
+    let err = api.replace("imm", &PostParams::default(), &changed).await.unwrap_err();
+    let kube::Error::Api(s) = err else { panic!("{err:?}") };
+    assert_eq!(s.code, 422);
+    assert_eq!(
+        s.message,
+        "JobSet.jobset.x-k8s.io \"imm\" is invalid: spec.failurePolicy: Invalid value: \"object\": Value is immutable"
+    );
+
+    // Suspending and elastic scaling are allowed.
+    let mut changed = created.clone();
+    changed.spec.suspend = Some(true);
+    let tmpl = &mut changed.spec.replicated_jobs[1].template.0["spec"];
+    tmpl["parallelism"] = json!(4);
+    tmpl["completions"] = json!(4);
+    let updated = api.replace("imm", &PostParams::default(), &changed).await.unwrap();
+    assert_eq!(updated.spec.replicated_jobs[1].template.parallelism(), Some(4));
+    assert!(updated.suspended());
+}

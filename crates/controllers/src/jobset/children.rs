@@ -1,0 +1,363 @@
+//! Child Jobs of a JobSet: which attempt each belongs to, whether it finished, and the
+//! `replicatedJobsStatus` counts upstream derives from them.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use jobset_api::jobset::keys::{
+    JOB_INDEX, JOB_RESTART_ATTEMPT, REPLICATED_JOB_NAME, REPLICATED_JOB_RESTART_ATTEMPT, RESTART_ATTEMPT,
+};
+use jobset_api::jobset::{JobSet, JobSetStatus, ReplicatedJobStatus};
+use k8s_openapi::api::batch::v1::Job;
+
+/// A child Job with the labels the controller reads, parsed.
+#[derive(Debug, Clone)]
+pub struct Child<'a> {
+    pub job: &'a Job,
+    pub name: &'a str,
+    pub rjob: Option<&'a str>,
+    pub index: Option<i32>,
+}
+
+impl<'a> Child<'a> {
+    pub fn of(job: &'a Job) -> Child<'a> {
+        let labels = job.metadata.labels.as_ref();
+        let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+        Child {
+            job,
+            name: job.metadata.name.as_deref().unwrap_or_default(),
+            rjob: label(REPLICATED_JOB_NAME).filter(|s| !s.is_empty()),
+            index: label(JOB_INDEX).and_then(|s| s.parse().ok()),
+        }
+    }
+
+    /// The `Complete` or `Failed` condition that is True, the first one in condition order.
+    pub fn finished(&self) -> Option<Finished<'a>> {
+        let conds = self.job.status.as_ref()?.conditions.as_ref()?;
+        conds.iter().find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True").map(|c| Finished {
+            failed: c.type_ == "Failed",
+            reason: c.reason.as_deref().unwrap_or_default(),
+            message: c.message.as_deref().unwrap_or_default(),
+            at: c.last_transition_time.as_ref().map(|t| t.0).unwrap_or_default(),
+        })
+    }
+
+    pub fn deleting(&self) -> bool {
+        self.job.metadata.deletion_timestamp.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished<'a> {
+    pub failed: bool,
+    pub reason: &'a str,
+    pub message: &'a str,
+    pub at: Timestamp,
+}
+
+/// The child Jobs sorted as upstream's `getChildJobs` does.
+#[derive(Debug, Default)]
+pub struct Classified<'a> {
+    pub active: Vec<Child<'a>>,
+    pub successful: Vec<Child<'a>>,
+    pub failed: Vec<Child<'a>>,
+    /// Jobs of an earlier attempt (of the JobSet, of their replicated job or of themselves).
+    pub previous: Vec<Child<'a>>,
+}
+
+impl<'a> Classified<'a> {
+    /// Every Job of the current attempt.
+    pub fn current(&self) -> impl Iterator<Item = &Child<'a>> {
+        self.active.iter().chain(&self.successful).chain(&self.failed)
+    }
+    /// Whether a Job of that name exists in any list (then it is not created again).
+    pub fn exists(&self, name: &str) -> bool {
+        self.current().chain(&self.previous).any(|c| c.name == name)
+    }
+}
+
+/// Whether labels (of a Job or a pod) name an attempt older than the JobSet's: of the JobSet
+/// (`restart-attempt`), of the Job (`job-restart-attempt`) or of its replicated job
+/// (`replicatedjob-restart-attempt`). Absent per-Job/per-replicated-job labels are not stale.
+pub fn stale(status: &JobSetStatus, labels: &BTreeMap<String, String>, what: &str) -> Result<bool, String> {
+    let parse = |key: &str| -> Result<Option<i32>, String> {
+        match labels.get(key) {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| format!("{what}: label {key} is not an integer: {v:?}")),
+        }
+    };
+    let attempt = parse(RESTART_ATTEMPT)?.ok_or_else(|| format!("{what}: missing label {RESTART_ATTEMPT}"))?;
+    let rj_status =
+        labels.get(REPLICATED_JOB_NAME).and_then(|r| status.replicated_jobs_status.iter().find(|s| &s.name == r));
+    let mut stale = attempt < status.restarts;
+    if let Some(job_attempt) = parse(JOB_RESTART_ATTEMPT)?
+        && let (Some(rs), Some(i)) = (rj_status, labels.get(JOB_INDEX).and_then(|i| i.parse::<usize>().ok()))
+    {
+        stale |= job_attempt < rs.job_restarts.get(i).copied().unwrap_or(0);
+    }
+    if let Some(rj_attempt) = parse(REPLICATED_JOB_RESTART_ATTEMPT)?
+        && let Some(rs) = rj_status
+    {
+        stale |= rj_attempt < rs.restarts;
+    }
+    Ok(stale)
+}
+
+/// Classifies each Job (upstream's `getChildJobs`): stale labels make it `previous`, else its
+/// finished condition decides. A Job without a `restart-attempt` label is an error, as upstream.
+pub fn classify<'a>(js: &JobSet, jobs: &[&'a Job]) -> Result<Classified<'a>, String> {
+    let status = js.status.clone().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let mut out = Classified::default();
+    for job in jobs {
+        let c = Child::of(job);
+        if stale(&status, job.metadata.labels.as_ref().unwrap_or(&empty), &format!("job {}", c.name))? {
+            out.previous.push(c);
+            continue;
+        }
+        match c.finished() {
+            None => out.active.push(c),
+            Some(f) if f.failed => out.failed.push(c),
+            Some(_) => out.successful.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// `replicatedJobsStatus` from the current Jobs, carrying each replicated job's restart
+/// bookkeeping over from `old`; sorted by name descending, as upstream persists it.
+pub fn replicated_job_statuses(
+    js: &JobSet,
+    c: &Classified,
+    old: &[ReplicatedJobStatus],
+    keep_job_restarts: bool,
+) -> Vec<ReplicatedJobStatus> {
+    let mut out: Vec<ReplicatedJobStatus> = js
+        .spec
+        .replicated_jobs
+        .iter()
+        .map(|rj| {
+            let prev = old.iter().find(|s| s.name == rj.name);
+            let mut s = ReplicatedJobStatus { name: rj.name.clone(), ..Default::default() };
+            if let Some(p) = prev {
+                if keep_job_restarts {
+                    s.job_restarts = p.job_restarts.clone();
+                    s.job_restarts_count_towards_max = p.job_restarts_count_towards_max.clone();
+                }
+                s.restarts = p.restarts;
+                s.restarts_count_towards_max = p.restarts_count_towards_max;
+                s.failed_job_indexes = p.failed_job_indexes.clone();
+            }
+            let mine = |list: &[Child]| list.iter().filter(|x| x.rjob == Some(rj.name.as_str())).count() as i32;
+            s.succeeded = mine(&c.successful);
+            s.failed = mine(&c.failed);
+            for a in c.active.iter().filter(|x| x.rjob == Some(rj.name.as_str())) {
+                let spec = a.job.spec.as_ref();
+                let st = a.job.status.as_ref();
+                let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+                let completions = spec.and_then(|s| s.completions).unwrap_or(parallelism);
+                let done = st.and_then(|s| s.succeeded).unwrap_or(0) + st.and_then(|s| s.ready).unwrap_or(0);
+                if done >= parallelism.min(completions) {
+                    s.ready += 1;
+                }
+                if st.and_then(|s| s.active).unwrap_or(0) > 0 {
+                    s.active += 1;
+                }
+                if spec.and_then(|s| s.suspend) == Some(true) {
+                    s.suspended += 1;
+                }
+            }
+            s
+        })
+        .collect();
+    out.sort_by(|a, b| b.name.cmp(&a.name));
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Builder-style child Jobs for the decision tests (upstream's `testing/wrappers.go`).
+
+    use jiff::Timestamp;
+    use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    pub struct JobBuilder(pub Job);
+
+    pub fn job(jobset: &str, rjob: &str, index: i32) -> JobBuilder {
+        let mut j = Job::default();
+        j.metadata.name = Some(format!("{jobset}-{rjob}-{index}"));
+        j.metadata.namespace = Some("default".into());
+        j.metadata.labels = Some(
+            [
+                ("jobset.sigs.k8s.io/jobset-name", jobset.to_string()),
+                ("jobset.sigs.k8s.io/replicatedjob-name", rjob.to_string()),
+                ("jobset.sigs.k8s.io/job-index", index.to_string()),
+                ("jobset.sigs.k8s.io/restart-attempt", "0".to_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        );
+        j.spec = Some(JobSpec { parallelism: Some(1), completions: Some(1), ..Default::default() });
+        JobBuilder(j)
+    }
+
+    impl JobBuilder {
+        pub fn label(mut self, k: &str, v: &str) -> Self {
+            self.0.metadata.labels.get_or_insert_default().insert(k.into(), v.into());
+            self
+        }
+        pub fn attempt(self, n: i32) -> Self {
+            self.label("jobset.sigs.k8s.io/restart-attempt", &n.to_string())
+        }
+        pub fn parallelism(mut self, p: i32, c: i32) -> Self {
+            let s = self.0.spec.get_or_insert_default();
+            s.parallelism = Some(p);
+            s.completions = Some(c);
+            self
+        }
+        pub fn suspend(mut self) -> Self {
+            self.0.spec.get_or_insert_default().suspend = Some(true);
+            self
+        }
+        pub fn counts(mut self, active: i32, ready: i32, succeeded: i32) -> Self {
+            let s = self.0.status.get_or_insert_default();
+            s.active = Some(active);
+            s.ready = Some(ready);
+            s.succeeded = Some(succeeded);
+            self
+        }
+        fn condition(mut self, type_: &str, reason: &str, message: &str, at: i64) -> Self {
+            let s: &mut JobStatus = self.0.status.get_or_insert_default();
+            s.conditions.get_or_insert_default().push(JobCondition {
+                type_: type_.into(),
+                status: "True".into(),
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                last_transition_time: Some(Time(Timestamp::from_second(at).unwrap())),
+                ..Default::default()
+            });
+            self
+        }
+        pub fn failed(self, reason: &str, at: i64) -> Self {
+            self.condition("Failed", reason, "Job has reached the specified backoff limit", at)
+        }
+        pub fn failed_with(self, reason: &str, message: &str, at: i64) -> Self {
+            self.condition("Failed", reason, message, at)
+        }
+        pub fn complete(self) -> Self {
+            self.condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", 1)
+        }
+        pub fn obj(self) -> Job {
+            self.0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::job;
+    use super::*;
+
+    fn jobset(restarts: i32, rj: Vec<ReplicatedJobStatus>) -> JobSet {
+        let mut js: JobSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "js", "namespace": "default"},
+            "spec": {"replicatedJobs": [{"name": "w", "replicas": 3}, {"name": "ps", "replicas": 1}]}
+        }))
+        .unwrap();
+        js.status = Some(JobSetStatus { restarts, replicated_jobs_status: rj, ..Default::default() });
+        js
+    }
+
+    fn names(list: &[Child]) -> Vec<String> {
+        list.iter().map(|c| c.name.to_string()).collect()
+    }
+
+    #[test]
+    fn jobs_are_sorted_by_attempt_and_finished_condition() {
+        let jobs = [
+            job("js", "w", 0).attempt(1).obj(),
+            job("js", "w", 1).attempt(1).failed("BackoffLimitExceeded", 3).obj(),
+            job("js", "w", 2).attempt(1).complete().obj(),
+            job("js", "ps", 0).attempt(0).failed("BackoffLimitExceeded", 1).obj(),
+        ];
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let c = classify(&jobset(1, vec![]), &refs).unwrap();
+        assert_eq!(names(&c.active), ["js-w-0"]);
+        assert_eq!(names(&c.failed), ["js-w-1"]);
+        assert_eq!(names(&c.successful), ["js-w-2"]);
+        assert_eq!(names(&c.previous), ["js-ps-0"]);
+    }
+
+    #[test]
+    fn a_job_behind_its_own_restart_count_is_previous() {
+        let rj = ReplicatedJobStatus { name: "w".into(), job_restarts: vec![0, 2, 0], ..Default::default() };
+        let jobs = [
+            job("js", "w", 1).label(JOB_RESTART_ATTEMPT, "1").obj(),
+            job("js", "w", 0).label(JOB_RESTART_ATTEMPT, "0").obj(),
+        ];
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let c = classify(&jobset(0, vec![rj]), &refs).unwrap();
+        assert_eq!(names(&c.previous), ["js-w-1"]);
+        assert_eq!(names(&c.active), ["js-w-0"]);
+    }
+
+    #[test]
+    fn a_job_behind_its_replicated_jobs_restart_count_is_previous() {
+        let rj = ReplicatedJobStatus { name: "w".into(), restarts: 1, ..Default::default() };
+        let jobs = [
+            job("js", "w", 0).label(REPLICATED_JOB_RESTART_ATTEMPT, "0").obj(),
+            job("js", "ps", 0).label(REPLICATED_JOB_RESTART_ATTEMPT, "0").obj(),
+        ];
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let c = classify(&jobset(0, vec![rj]), &refs).unwrap();
+        assert_eq!(names(&c.previous), ["js-w-0"]);
+        assert_eq!(names(&c.active), ["js-ps-0"]);
+    }
+
+    #[test]
+    fn a_job_without_the_restart_attempt_label_is_an_error() {
+        let mut j = job("js", "w", 0).obj();
+        j.metadata.labels.as_mut().unwrap().remove(RESTART_ATTEMPT);
+        let refs = [&j];
+        assert!(classify(&jobset(0, vec![]), &refs).unwrap_err().contains("missing label"));
+    }
+
+    #[test]
+    fn counts_follow_upstream_rules_and_are_sorted_by_name_descending() {
+        let jobs = [
+            // ready: succeeded + ready >= min(parallelism, completions)
+            job("js", "w", 0).parallelism(2, 4).counts(2, 1, 1).obj(),
+            job("js", "w", 1).parallelism(2, 4).counts(2, 1, 0).obj(),
+            job("js", "w", 2).suspend().obj(),
+            job("js", "ps", 0).complete().obj(),
+        ];
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let js = jobset(0, vec![]);
+        let c = classify(&js, &refs).unwrap();
+        let s = replicated_job_statuses(&js, &c, &[], true);
+        assert_eq!(s.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["w", "ps"]);
+        assert_eq!((s[0].ready, s[0].active, s[0].suspended, s[0].succeeded), (1, 2, 1, 0));
+        assert_eq!((s[1].succeeded, s[1].ready), (1, 0));
+    }
+
+    #[test]
+    fn restart_bookkeeping_is_carried_over() {
+        let old = vec![ReplicatedJobStatus {
+            name: "w".into(),
+            job_restarts: vec![1, 0, 0],
+            restarts: 2,
+            failed_job_indexes: vec![1],
+            ..Default::default()
+        }];
+        let js = jobset(0, vec![]);
+        let c = Classified::default();
+        let s = replicated_job_statuses(&js, &c, &old, true);
+        assert_eq!(
+            (s[0].job_restarts.clone(), s[0].restarts, s[0].failed_job_indexes.clone()),
+            (vec![1, 0, 0], 2, vec![1])
+        );
+        assert!(replicated_job_statuses(&js, &c, &old, false)[0].job_restarts.is_empty());
+    }
+}

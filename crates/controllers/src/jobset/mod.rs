@@ -1,0 +1,339 @@
+//! The JobSet controller (`jobset.x-k8s.io/v1alpha2`), as upstream kubernetes-sigs/jobset plus
+//! KEP-262's future-work failure-policy actions: a kube-runtime controller around the pure
+//! [`sync::sync`]. One status write per reconcile (a replace carrying the JobSet's
+//! resourceVersion, so a stale cache can never count a restart twice); events and metrics only
+//! after it succeeded.
+
+pub mod children;
+pub mod conditions;
+pub mod construct;
+pub mod failure_policy;
+pub mod metrics;
+pub mod startup_policy;
+pub mod success_policy;
+pub mod sync;
+pub mod ttl;
+pub mod update;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jobset_api::jobset::keys::JOBSET_NAME;
+use jobset_api::jobset::{Features, JobSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::core::ApiResource;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::Value;
+
+use self::metrics::Metrics;
+use self::sync::{Plan, SyncInput};
+use self::update::Metric;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kube API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Reconcile(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct JobSetControllerConfig {
+    pub features: Features,
+    pub concurrency: u16,
+    /// How soon to retry after an error.
+    pub error_backoff: Duration,
+    /// How soon to look again when the JobSet cache has not caught up with our own status write.
+    pub cache_wait: Duration,
+    /// Parallel child creations and deletions (upstream: 50).
+    pub parallelism: usize,
+}
+
+impl Default for JobSetControllerConfig {
+    fn default() -> Self {
+        JobSetControllerConfig {
+            features: Features::default(),
+            concurrency: 8,
+            error_backoff: Duration::from_millis(500),
+            cache_wait: Duration::from_millis(20),
+            parallelism: 50,
+        }
+    }
+}
+
+pub struct Ctx {
+    client: Client,
+    jobs: Store<Job>,
+    pods: Store<Pod>,
+    recorder: Recorder,
+    config: JobSetControllerConfig,
+    pub metrics: Arc<Metrics>,
+    /// resourceVersion of our last status write, per JobSet uid.
+    written: Mutex<HashMap<String, u64>>,
+}
+
+fn rv(js: &JobSet) -> u64 {
+    js.metadata.resource_version.as_deref().and_then(|r| r.parse().ok()).unwrap_or(0)
+}
+
+fn owned_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid && o.kind == "JobSet")
+}
+
+impl Ctx {
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Pods of this JobSet whose labels name an earlier attempt.
+    fn stale_pods(&self, js: &JobSet) -> usize {
+        let status = js.status.clone().unwrap_or_default();
+        let empty = BTreeMap::new();
+        self.pods
+            .state()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(js.namespace()))
+            .filter(|p| p.labels().get(JOBSET_NAME).map(String::as_str) == Some(js.name()))
+            .filter(|p| children::stale(&status, p.metadata.labels.as_ref().unwrap_or(&empty), "pod").unwrap_or(false))
+            .count()
+    }
+}
+
+pub async fn reconcile(js: Arc<JobSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_inner(&js, &ctx).await;
+    ctx.metrics.observe_reconcile(started.elapsed(), result.is_err());
+    result
+}
+
+async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
+    if js.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let uid = js.metadata.uid.clone().unwrap_or_default();
+    if Ctx::lock(&ctx.written).get(&uid).is_some_and(|&w| rv(js) < w) {
+        return Ok(Action::requeue(ctx.config.cache_wait));
+    }
+    let ns = js.namespace().to_string();
+    let jobs: Vec<Arc<Job>> = ctx.jobs.state().into_iter().filter(|j| owned_by(&j.metadata, &uid)).collect();
+    let plan = sync::sync(&SyncInput {
+        js,
+        jobs: jobs.iter().map(|j| j.as_ref()).collect(),
+        stale_pods: ctx.stale_pods(js),
+        now: jiff::Timestamp::now(),
+        features: &ctx.config.features,
+    })
+    .map_err(Error::Reconcile)?;
+    execute(js, &ns, &uid, plan, ctx).await
+}
+
+async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Result<Action, Error> {
+    let job_api: Api<Job> = Api::namespaced(ctx.client.clone(), ns);
+    let fg = DeleteParams { propagation_policy: Some(PropagationPolicy::Foreground), ..Default::default() };
+    let deletions = futures::stream::iter(plan.delete_jobs.clone().into_iter().map(|name| {
+        let (api, dp) = (job_api.clone(), fg.clone());
+        async move {
+            match api.delete(&name, &dp).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+    }))
+    .buffer_unordered(ctx.config.parallelism)
+    .collect::<Vec<_>>()
+    .await;
+    deletions.into_iter().collect::<Result<Vec<()>, _>>()?;
+
+    if let Some(svc) = &plan.service {
+        create_if_absent::<Service>(
+            ctx,
+            js,
+            ns,
+            svc,
+            jobset_api::jobset::keys::REASON_HEADLESS_SERVICE_CREATION_FAILED,
+        )
+        .await?;
+    }
+    for claim in &plan.claims {
+        create_if_absent::<PersistentVolumeClaim>(
+            ctx,
+            js,
+            ns,
+            claim,
+            jobset_api::jobset::keys::REASON_PVC_CREATION_FAILED,
+        )
+        .await?;
+    }
+
+    let pp = PatchParams::default();
+    for p in &plan.patch_jobs {
+        match job_api.patch(&p.name, &pp, &Patch::Merge(&p.patch)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    if !plan.create_jobs.is_empty() {
+        // Created from JSON, so template fields unknown to k8s-openapi reach the Job.
+        let raw: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ApiResource::erase::<Job>(&()));
+        let results = futures::stream::iter(plan.create_jobs.clone().into_iter().map(|j| {
+            let api = raw.clone();
+            async move {
+                let name = j["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let obj: DynamicObject = serde_json::from_value(j).map_err(|e| (name.clone(), e.to_string()))?;
+                match api.create(&PostParams::default(), &obj).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err((name, e.to_string())),
+                }
+            }
+        }))
+        .buffer_unordered(ctx.config.parallelism)
+        .collect::<Vec<_>>()
+        .await;
+        let errors: Vec<String> = results
+            .into_iter()
+            .filter_map(Result::err)
+            .map(|(name, e)| format!("job {name:?} creation failed with error: {e}"))
+            .collect();
+        if !errors.is_empty() {
+            let message = errors.join("\n");
+            publish(ctx, js, true, jobset_api::jobset::keys::REASON_JOB_CREATION_FAILED, &message).await;
+            return Err(Error::Reconcile(message));
+        }
+    }
+
+    let update = plan.update;
+    if update.changed {
+        let api: Api<JobSet> = Api::namespaced(ctx.client.clone(), ns);
+        let mut next = js.clone();
+        next.status = Some(update.status.clone());
+        match api.replace_status(js.name(), &PostParams::default(), &next).await {
+            Ok(written) => {
+                Ctx::lock(&ctx.written).insert(uid.to_string(), rv(&written));
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
+            Err(e) => return Err(e.into()),
+        }
+        for e in &update.events {
+            publish(ctx, js, e.warning, &e.reason, &e.message).await;
+        }
+        for m in &update.metrics {
+            match m {
+                Metric::Completed => ctx.metrics.completed(ns, js.name()),
+                Metric::Failed => ctx.metrics.failed(ns, js.name()),
+                Metric::Restart(action) => ctx.metrics.restart(ns, js.name(), action),
+            }
+        }
+    }
+
+    if plan.delete_jobset {
+        let api: Api<JobSet> = Api::namespaced(ctx.client.clone(), ns);
+        match api.delete(js.name(), &fg).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ctx::lock(&ctx.written).remove(uid);
+        return Ok(Action::await_change());
+    }
+    Ok(plan.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))
+}
+
+/// Creates a child object unless one of that name exists (an existing one, owned or not, is
+/// left alone, as upstream); a failure is reported as a Warning event.
+async fn create_if_absent<K>(ctx: &Ctx, js: &JobSet, ns: &str, obj: &Value, reason: &str) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    match api.get_opt(name).await? {
+        Some(_) => Ok(()),
+        None => {
+            let k: K = serde_json::from_value(obj.clone()).map_err(|e| Error::Reconcile(e.to_string()))?;
+            match api.create(&PostParams::default(), &k).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => {
+                    publish(ctx, js, true, reason, &e.to_string()).await;
+                    Err(e.into())
+                }
+            }
+        }
+    }
+}
+
+async fn publish(ctx: &Ctx, js: &JobSet, warning: bool, reason: &str, message: &str) {
+    let ev = KubeEvent {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.to_string(),
+        note: Some(message.to_string()),
+        action: "Reconciling".into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&ev, &js.object_ref(&())).await {
+        tracing::warn!(jobset = %js.name(), error = %err, "publishing an event failed");
+    }
+}
+
+pub fn error_policy(js: Arc<JobSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    tracing::debug!(jobset = %js.name(), error = %err, "jobset reconcile failed; retrying");
+    Action::requeue(ctx.config.error_backoff)
+}
+
+/// Runs the JobSet controller until its stream of reconciles ends.
+pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Metrics>) {
+    let jobsets: Api<JobSet> = Api::all(client.clone());
+    let jobs: Api<Job> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let services: Api<Service> = Api::all(client.clone());
+    let (job_reader, job_writer) = reflector::store();
+    let job_events = reflector(job_writer, watcher(jobs, watcher::Config::default().labels(JOBSET_NAME)))
+        .touched_objects()
+        .default_backoff();
+    let (pod_reader, pod_writer) = reflector::store();
+    // Pods matter only for BlockingRecreate (and in-place restarts): map them to their JobSet.
+    let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default().labels(JOBSET_NAME)))
+        .touched_objects()
+        .default_backoff();
+    let controller = Controller::new(jobsets, watcher::Config::default())
+        .owns_stream(job_events)
+        .owns(services, watcher::Config::default())
+        .watches_stream(pod_events, |p: Pod| {
+            let name = p.labels().get(JOBSET_NAME)?;
+            Some(ObjectRef::<JobSet>::new(name).within(&p.namespace()?))
+        })
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        jobs: job_reader,
+        pods: pod_reader,
+        recorder: Recorder::new(client.clone(), Reporter { controller: "jobset-controller".into(), instance: None }),
+        config,
+        metrics,
+        written: Mutex::default(),
+    });
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "jobset reconcile");
+            }
+        })
+        .await;
+}
