@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{Features, JobSet, RestartStrategy};
+use jobset_api::jobset::{Features, JobSet, ReplicatedJob, RestartStrategy};
 use k8s_openapi::api::batch::v1::Job;
 use serde_json::{Map, Value, json};
 
@@ -248,65 +248,63 @@ fn create_jobs(
     let blocked =
         js.restart_strategy() == RestartStrategy::BlockingRecreate && (!c.previous.is_empty() || input.stale_pods > 0);
     let ordered = !js.suspended() && in_order(js);
-    for rj in &js.spec.replicated_jobs {
-        if !depends_on_satisfied(js, rj, statuses) {
-            continue;
-        }
-        if ordered && all_replicas_started(rj, statuses) {
-            continue;
-        }
-        if !blocked {
-            for i in 0..rj.replicas {
-                if !c.exists(&jobset_api::jobset::job_name(js.name(), &rj.name, i)) {
-                    plan.create_jobs.push(construct_job(js, rj, i, input.features.restart_job));
-                }
+    let (rjs, waiting) = replicated_jobs_to_start(js, statuses, ordered);
+    for rj in rjs.into_iter().filter(|_| !blocked) {
+        for i in 0..rj.replicas {
+            if !c.exists(&jobset_api::jobset::job_name(js.name(), &rj.name, i)) {
+                plan.create_jobs.push(construct_job(js, rj, i, input.features.restart_job));
             }
         }
-        if ordered {
-            plan.update.set(Cond::new(
-                COND_STARTUP_IN_PROGRESS,
-                true,
-                REASON_STARTUP_IN_PROGRESS,
-                MSG_STARTUP_IN_PROGRESS,
-            ));
-            return;
-        }
     }
-    if ordered {
+    if waiting {
+        plan.update.set(startup_in_progress());
+    } else if ordered {
         plan.update.set(Cond::new(COND_STARTUP_COMPLETED, true, REASON_STARTUP_COMPLETED, MSG_STARTUP_COMPLETED));
     }
+}
+
+/// The replicated jobs a pass acts on, in spec order: those whose `dependsOn` holds, and under
+/// InOrder startup only up to the first one not yet started (then `true`: startup goes on).
+fn replicated_jobs_to_start<'a>(
+    js: &'a JobSet,
+    statuses: &[jobset_api::jobset::ReplicatedJobStatus],
+    ordered: bool,
+) -> (Vec<&'a ReplicatedJob>, bool) {
+    let mut out = vec![];
+    for rj in &js.spec.replicated_jobs {
+        if !depends_on_satisfied(js, rj, statuses) || (ordered && all_replicas_started(rj, statuses)) {
+            continue;
+        }
+        out.push(rj);
+        if ordered {
+            return (out, true);
+        }
+    }
+    (out, false)
+}
+
+fn startup_in_progress() -> Cond {
+    Cond::new(COND_STARTUP_IN_PROGRESS, true, REASON_STARTUP_IN_PROGRESS, MSG_STARTUP_IN_PROGRESS)
 }
 
 /// upstream's `resumeJobsIfNecessary`: suspended Jobs resume in spec order with their
 /// replicated job's pod-template labels, annotations, nodeSelector, tolerations and
 /// schedulingGates merged in.
 fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::ReplicatedJobStatus], plan: &mut Plan) {
-    let ordered = in_order(js);
-    for rj in &js.spec.replicated_jobs {
-        if !depends_on_satisfied(js, rj, statuses) {
-            continue;
-        }
-        if ordered && all_replicas_started(rj, statuses) {
-            continue;
-        }
+    let (rjs, waiting) = replicated_jobs_to_start(js, statuses, in_order(js));
+    for rj in rjs {
         let pod = rj.template.pod_template().cloned().unwrap_or_default();
         for j in c.active.iter().filter(|j| j.rjob == Some(rj.name.as_str())) {
-            if j.job.spec.as_ref().and_then(|s| s.suspend) != Some(true) {
-                continue;
+            if j.job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
+                plan.patch_jobs.push(JobPatch { name: j.name.to_string(), patch: resume_patch(j.job, &pod) });
             }
-            plan.patch_jobs.push(JobPatch { name: j.name.to_string(), patch: resume_patch(j.job, &pod) });
-        }
-        if ordered {
-            plan.update.set(Cond::new(
-                COND_STARTUP_IN_PROGRESS,
-                true,
-                REASON_STARTUP_IN_PROGRESS,
-                MSG_STARTUP_IN_PROGRESS,
-            ));
-            return;
         }
     }
-    plan.update.set(Cond::new(COND_SUSPENDED, false, REASON_RESUMED, MSG_RESUMED));
+    if waiting {
+        plan.update.set(startup_in_progress());
+    } else {
+        plan.update.set(Cond::new(COND_SUSPENDED, false, REASON_RESUMED, MSG_RESUMED));
+    }
 }
 
 fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
