@@ -417,13 +417,18 @@ impl Txn<'_> {
 }
 
 impl Txn<'_> {
-    /// Objects naming an owner uid that no object has.
+    /// Objects naming an owner uid that no object has, or an owner waiting in foreground deletion
+    /// (a dependent created after that deletion began).
     pub fn orphan_candidates(&self) -> Vec<(Key, Arc<Obj>)> {
         let mut out: Vec<(Key, Arc<Obj>)> = self
             .state
             .dependents
             .iter()
-            .filter(|(uid, _)| self.by_uid(uid).is_none())
+            // Owners gone, or waiting in foreground deletion for dependents created after it began.
+            .filter(|(uid, _)| {
+                self.by_uid(uid)
+                    .is_none_or(|(_, o)| o.deleting && o.finalizers.iter().any(|f| f == crate::ops::FOREGROUND))
+            })
             .flat_map(|(_, keys)| keys.iter())
             .filter_map(|k| Some((k.clone(), self.get(k)?)))
             .collect();

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use jobset_api::jobset::keys::JOBSET_NAME;
+use jobset_api::jobset::keys::{self, JOBSET_NAME};
 use jobset_api::jobset::{Features, JobSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
@@ -72,6 +72,7 @@ impl Default for JobSetControllerConfig {
 pub struct Ctx {
     client: Client,
     jobs: Store<Job>,
+    services: Store<Service>,
     pods: Store<Pod>,
     recorder: Recorder,
     config: JobSetControllerConfig,
@@ -153,25 +154,21 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
     .await;
     deletions.into_iter().collect::<Result<Vec<()>, _>>()?;
 
-    if let Some(svc) = &plan.service {
-        create_if_absent::<Service>(
-            ctx,
-            js,
-            ns,
-            svc,
-            jobset_api::jobset::keys::REASON_HEADLESS_SERVICE_CREATION_FAILED,
-        )
-        .await?;
+    // The cached JobSet may not show a deletion yet: children created for a JobSet being deleted
+    // would hold up its foreground deletion, so creations first check the live object.
+    let service = plan.service.as_ref().filter(|svc| {
+        let name = svc["metadata"]["name"].as_str().unwrap_or_default();
+        ctx.services.get(&ObjectRef::new(name).within(ns)).is_none()
+    });
+    let creates = service.is_some() || !plan.claims.is_empty() || !plan.create_jobs.is_empty();
+    if creates && !still_live(ctx, js, ns, uid).await? {
+        return Ok(Action::await_change());
+    }
+    if let Some(svc) = service {
+        create::<Service>(ctx, js, ns, svc, keys::REASON_HEADLESS_SERVICE_CREATION_FAILED).await?;
     }
     for claim in &plan.claims {
-        create_if_absent::<PersistentVolumeClaim>(
-            ctx,
-            js,
-            ns,
-            claim,
-            jobset_api::jobset::keys::REASON_PVC_CREATION_FAILED,
-        )
-        .await?;
+        create::<PersistentVolumeClaim>(ctx, js, ns, claim, keys::REASON_PVC_CREATION_FAILED).await?;
     }
 
     let pp = PatchParams::default();
@@ -208,7 +205,7 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
             .collect();
         if !errors.is_empty() {
             let message = errors.join("\n");
-            publish(ctx, js, true, jobset_api::jobset::keys::REASON_JOB_CREATION_FAILED, &message).await;
+            publish(ctx, js, true, keys::REASON_JOB_CREATION_FAILED, &message).await;
             return Err(Error::Reconcile(message));
         }
     }
@@ -250,9 +247,18 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
     Ok(plan.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))
 }
 
-/// Creates a child object unless one of that name exists (an existing one, owned or not, is
-/// left alone, as upstream); a failure is reported as a Warning event.
-async fn create_if_absent<K>(ctx: &Ctx, js: &JobSet, ns: &str, obj: &Value, reason: &str) -> Result<(), Error>
+/// Whether the JobSet still exists, with this uid, and is not being deleted.
+async fn still_live(ctx: &Ctx, js: &JobSet, ns: &str, uid: &str) -> Result<bool, Error> {
+    let api: Api<JobSet> = Api::namespaced(ctx.client.clone(), ns);
+    Ok(api
+        .get_opt(js.name())
+        .await?
+        .is_some_and(|live| live.metadata.uid.as_deref() == Some(uid) && live.metadata.deletion_timestamp.is_none()))
+}
+
+/// Creates a child object; one that exists already (owned or not) is left alone, as upstream.
+/// A failure is reported as a Warning event.
+async fn create<K>(ctx: &Ctx, js: &JobSet, ns: &str, obj: &Value, reason: &str) -> Result<(), Error>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -261,19 +267,13 @@ where
         + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    match api.get_opt(name).await? {
-        Some(_) => Ok(()),
-        None => {
-            let k: K = serde_json::from_value(obj.clone()).map_err(|e| Error::Reconcile(e.to_string()))?;
-            match api.create(&PostParams::default(), &k).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                Err(e) => {
-                    publish(ctx, js, true, reason, &e.to_string()).await;
-                    Err(e.into())
-                }
-            }
+    let k: K = serde_json::from_value(obj.clone()).map_err(|e| Error::Reconcile(e.to_string()))?;
+    match api.create(&PostParams::default(), &k).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => {
+            publish(ctx, js, true, reason, &e.to_string()).await;
+            Err(e.into())
         }
     }
 }
@@ -306,6 +306,9 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let job_events = reflector(job_writer, watcher(jobs, watcher::Config::default().labels(JOBSET_NAME)))
         .touched_objects()
         .default_backoff();
+    let (svc_reader, svc_writer) = reflector::store();
+    let svc_events =
+        reflector(svc_writer, watcher(services, watcher::Config::default())).touched_objects().default_backoff();
     let (pod_reader, pod_writer) = reflector::store();
     // Pods matter only for BlockingRecreate (and in-place restarts): map them to their JobSet.
     let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default().labels(JOBSET_NAME)))
@@ -313,7 +316,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
         .default_backoff();
     let controller = Controller::new(jobsets, watcher::Config::default())
         .owns_stream(job_events)
-        .owns(services, watcher::Config::default())
+        .owns_stream(svc_events)
         .watches_stream(pod_events, |p: Pod| {
             let name = p.labels().get(JOBSET_NAME)?;
             Some(ObjectRef::<JobSet>::new(name).within(&p.namespace()?))
@@ -322,6 +325,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         jobs: job_reader,
+        services: svc_reader,
         pods: pod_reader,
         recorder: Recorder::new(client.clone(), Reporter { controller: "jobset-controller".into(), instance: None }),
         config,

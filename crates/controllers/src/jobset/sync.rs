@@ -159,7 +159,10 @@ fn stuck_with_failed_jobs(
     statuses: &[jobset_api::jobset::ReplicatedJobStatus],
     left_failed: impl Fn(&Child) -> bool,
 ) -> Option<String> {
-    let failed: Vec<&str> = c.failed.iter().filter(|j| left_failed(j)).map(|j| j.name).collect();
+    let mut failed: Vec<&Child> = c.failed.iter().filter(|j| left_failed(j)).collect();
+    let position = |j: &Child| js.spec.replicated_jobs.iter().position(|r| Some(r.name.as_str()) == j.rjob);
+    failed.sort_by_key(|j| (position(j), j.index));
+    let failed: Vec<&str> = failed.into_iter().map(|j| j.name).collect();
     if failed.is_empty() || !c.active.is_empty() {
         return None;
     }
