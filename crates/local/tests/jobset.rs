@@ -1944,3 +1944,33 @@ async fn a_minimal_jobset_is_defaulted_like_upstreams_webhook() {
     assert!(svc.get_opt(name).await.unwrap().is_some(), "the defaulted network has DNS hostnames");
     c.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Exclusive placement.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_topology_gives_each_job_a_node_of_its_own() {
+    let c = cluster(4).await;
+    let mut rj = make_rjob("workers", 3).duration("forever").job_spec("parallelism", json!(2));
+    rj = rj.job_spec("completions", json!(2));
+    let mut js = make_jobset("excl").replicated_job(rj).obj();
+    js.metadata.annotations = Some([(EXCLUSIVE_TOPOLOGY.to_string(), "kubernetes.io/hostname".to_string())].into());
+    jobsets(&c).create(&PostParams::default(), &js).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(c.client());
+    let placed = wait_for(&pods, of_jobset("excl"), "6 pods bound to nodes", |p| {
+        p.len() == 6 && p.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+    })
+    .await;
+    // job name -> nodes its pods run on
+    let mut nodes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in &placed {
+        let job = label(p, "batch.kubernetes.io/job-name").unwrap();
+        nodes.entry(job).or_default().insert(p.spec.as_ref().unwrap().node_name.clone().unwrap());
+    }
+    assert_eq!(nodes.len(), 3, "{nodes:?}");
+    assert!(nodes.values().all(|n| n.len() == 1), "each Job's pods share one node: {nodes:?}");
+    let distinct: BTreeSet<&String> = nodes.values().flatten().collect();
+    assert_eq!(distinct.len(), 3, "no two Jobs share a node: {nodes:?}");
+    c.shutdown().await;
+}
