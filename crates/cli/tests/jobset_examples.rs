@@ -233,3 +233,10 @@ async fn upstream_depends_on_and_startup_policy_examples_complete() {
 async fn upstream_volume_claim_policy_example_completes() {
     ends("upstream/volume-claim-policy/single-pvc.yaml", "volume-claim-trainjob", 0, &["succeeded; restarts 0"]).await;
 }
+
+// examples/jobset: the JobSet features beyond the failure policy.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_reach_the_leader_by_its_jobset_hostname() {
+    ends("jobset/network.yaml", "network", 0, &["succeeded"]).await;
+}
