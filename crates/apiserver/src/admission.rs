@@ -10,11 +10,18 @@ use serde_json::Value;
 use crate::error::Cause;
 use crate::resources::ResourceDef;
 
+/// Read access to stored objects, for hooks that check a request against the cluster (as a
+/// webhook would with GET), within the request's transaction.
+pub trait Lookup {
+    /// Object `name` of resource `group`/`plural` in `namespace`, as stored.
+    fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value>;
+}
+
 pub trait AdmissionHook: Send + Sync {
     /// Mutates a new object (create) or the merged result of an update.
     fn default(&self, _obj: &mut Value, _old: Option<&Value>) {}
     /// Returns every problem found; an empty list admits the object.
-    fn validate(&self, _obj: &Value, _old: Option<&Value>) -> Vec<Cause> {
+    fn validate(&self, _obj: &Value, _old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         vec![]
     }
 }
@@ -47,7 +54,7 @@ impl Admission {
         }
     }
 
-    pub fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
-        self.for_def(def).iter().flat_map(|h| h.validate(obj, old)).collect()
+    pub fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
+        self.for_def(def).iter().flat_map(|h| h.validate(obj, old, lookup)).collect()
     }
 }

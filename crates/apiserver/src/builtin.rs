@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::admission::{Admission, AdmissionHook};
+use crate::admission::{Admission, AdmissionHook, Lookup};
 use crate::error::Cause;
 
 fn causes(errors: Vec<jobset_api::field::FieldError>) -> Vec<Cause> {
@@ -19,7 +19,7 @@ impl AdmissionHook for JobAdmission {
     fn default(&self, obj: &mut Value, _old: Option<&Value>) {
         jobset_api::job::default_job(obj);
     }
-    fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
+    fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         causes(jobset_api::job::validate_job(obj, old))
     }
 }
@@ -36,8 +36,9 @@ impl AdmissionHook for JobSetAdmission {
             jobset_api::jobset::default_jobset(obj);
         }
     }
-    fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<Cause> {
-        causes(jobset_api::jobset::validate_jobset(obj, old, &self.features))
+    fn validate(&self, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
+        let claim = |ns: &str, name: &str| lookup.get("", "persistentvolumeclaims", ns, name);
+        causes(jobset_api::jobset::validate_jobset_in(obj, old, &self.features, &claim))
     }
 }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-pub use crate::admission::{Admission, AdmissionHook};
+pub use crate::admission::{Admission, AdmissionHook, Lookup};
 pub use crate::error::{ApiError, Cause};
 pub use crate::http::{ApiServer, ServerConfig};
 use crate::ops::Ctx;

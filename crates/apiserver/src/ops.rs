@@ -273,7 +273,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
     }
     ctx.admission.apply_defaults(def, &mut body, None);
     let mut causes = validate_meta(def, &body);
-    causes.extend(ctx.admission.validate(def, &body, None));
+    causes.extend(ctx.admission.validate(def, &body, None, &*txn));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
@@ -423,7 +423,7 @@ pub fn update(
             }
         }
         let mut causes = validate_meta(def, &new);
-        causes.extend(ctx.admission.validate(def, &new, Some(&old)));
+        causes.extend(ctx.admission.validate(def, &new, Some(&old), &*txn));
         if !causes.is_empty() {
             return Err(ApiError::invalid(def, name, causes));
         }

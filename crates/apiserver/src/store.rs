@@ -416,6 +416,12 @@ impl Txn<'_> {
     }
 }
 
+impl crate::admission::Lookup for Txn<'_> {
+    fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
+        Txn::get(self, &(format!("{group}/{plural}"), namespace.to_string(), name.to_string())).map(|o| o.value())
+    }
+}
+
 impl Txn<'_> {
     /// Objects naming an owner uid that no object has, or an owner waiting in foreground deletion
     /// (a dependent created after that deletion began).

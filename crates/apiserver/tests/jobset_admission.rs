@@ -234,3 +234,39 @@ async fn updates_of_immutable_fields_are_rejected() {
     assert_eq!(updated.spec.replicated_jobs[1].template.parallelism(), Some(4));
     assert!(updated.suspended());
 }
+
+#[tokio::test]
+async fn a_claim_policy_checks_the_claim_that_already_exists() {
+    let app = ApiServer::in_memory().router();
+    let pvc = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data-vcp"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}});
+    let (code, _) = send(&app, Method::POST, "/api/v1/namespaces/default/persistentvolumeclaims", &pvc).await;
+    assert_eq!(code, 201);
+    let mut js = jobset("vcp");
+    js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] =
+        json!([{"name": "data", "mountPath": "/data"}]);
+    js["spec"]["volumeClaimPolicies"] = json!([{"templates": [{"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}}]}]);
+    let (code, status) = send(&app, Method::POST, JOBSETS, &js).await;
+    let causes = invalid(code, &status, "vcp");
+    assert_eq!(
+        causes,
+        owned(&[
+            (
+                "FieldValueInvalid",
+                "spec.volumeClaimPolicies[0].template[0]",
+                "Invalid value: \"data\": spec does not match existing PVC data-vcp in namespace default"
+            ),
+            (
+                "FieldValueInvalid",
+                "spec.volumeClaimPolicies[0].template[0]",
+                "Invalid value: \"data\": retentionPolicy must be retain when PVC exists"
+            ),
+        ])
+    );
+    // Retained and matching: the existing claim is reused.
+    js["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] = json!({"whenDeleted": "Retain"});
+    js["spec"]["volumeClaimPolicies"][0]["templates"][0]["spec"]["accessModes"] = json!(["ReadWriteOnce"]);
+    let (code, status) = send(&app, Method::POST, JOBSETS, &js).await;
+    assert_eq!(code, 201, "{status}");
+}

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Transport, fast_config, harness, harness_with, next_matching};
 use futures::StreamExt;
-use jobset_apiserver::{Admission, AdmissionHook, Cause};
+use jobset_apiserver::{Admission, AdmissionHook, Cause, Lookup};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -249,7 +249,7 @@ impl AdmissionHook for RequireTeam {
             d.entry("defaulted").or_insert(json!("yes"));
         }
     }
-    fn validate(&self, obj: &serde_json::Value, _old: Option<&serde_json::Value>) -> Vec<Cause> {
+    fn validate(&self, obj: &serde_json::Value, _old: Option<&serde_json::Value>, _: &dyn Lookup) -> Vec<Cause> {
         match obj.pointer("/metadata/labels/team") {
             Some(_) => vec![],
             None => vec![Cause::required("metadata.labels.team")],

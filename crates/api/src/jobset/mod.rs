@@ -7,4 +7,4 @@ pub mod validation;
 
 pub use defaults::default_jobset;
 pub use types::*;
-pub use validation::{Features, validate_jobset};
+pub use validation::{ClaimLookup, Features, validate_jobset, validate_jobset_in};

@@ -63,6 +63,20 @@ const DNS1035_MAX_LEN: &str = "must be no more than 63 characters";
 
 /// Validates a JobSet on create (`old` is `None`) or update.
 pub fn validate_jobset(obj: &Value, old: Option<&Value>, features: &Features) -> Vec<FieldError> {
+    validate_jobset_in(obj, old, features, &|_, _| None)
+}
+
+/// An existing PersistentVolumeClaim, by (namespace, name), as stored.
+pub type ClaimLookup<'a> = dyn Fn(&str, &str) -> Option<Value> + 'a;
+
+/// [`validate_jobset`] in a cluster whose existing claims `claim` returns, for the checks a
+/// VolumeClaimPolicy makes against a claim of the same name.
+pub fn validate_jobset_in(
+    obj: &Value,
+    old: Option<&Value>,
+    features: &Features,
+    claim: &ClaimLookup,
+) -> Vec<FieldError> {
     // kube-apiserver applies the schema defaults whenever it decodes an object; admission only
     // defaults on create, so do it here (on a copy) for updates.
     let defaulted;
@@ -95,7 +109,7 @@ pub fn validate_jobset(obj: &Value, old: Option<&Value>, features: &Features) ->
         Err(e) => return vec![FieldError::internal(NIL_PATH, e.to_string())],
     };
     match old {
-        None => validate_create(obj, &spec, features),
+        None => validate_create(obj, &spec, features, claim),
         Some(old) => {
             let mut old = old.clone();
             schema_defaults(&mut old);
@@ -493,7 +507,7 @@ fn user_failure_reasons(spec: &JobSetSpec) -> BTreeSet<&str> {
 }
 
 /// `ValidateCreate`.
-fn validate_create(obj: &Value, spec: &JobSetSpec, features: &Features) -> Vec<FieldError> {
+fn validate_create(obj: &Value, spec: &JobSetSpec, features: &Features, claim: &ClaimLookup) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let js_name = name_for_validation(obj);
     let in_place = spec.failure_policy.as_ref().is_some_and(|f| f.restart_strategy == RestartStrategy::InPlaceRestart);
@@ -633,7 +647,7 @@ fn validate_create(obj: &Value, spec: &JobSetSpec, features: &Features) -> Vec<F
     }
 
     if !spec.volume_claim_policies.is_empty() {
-        validate_volume_claim_policies(obj, spec, &js_name, &mut errs);
+        validate_volume_claim_policies(obj, spec, &js_name, claim, &mut errs);
     }
     errs
 }
@@ -728,9 +742,18 @@ fn coordinator_error(spec: &JobSetSpec) -> Option<String> {
     None
 }
 
-/// `validateVolumeClaimPolicies`, without the checks against an existing PVC of the same name: the
-/// admission hook has no store access.
-fn validate_volume_claim_policies(obj: &Value, spec: &JobSetSpec, js_name: &str, errs: &mut Vec<FieldError>) {
+/// `validateVolumeClaimPolicies`. An existing claim `<template>-<jobset>` is reused only with the
+/// `Retain` policy and a matching spec; "matching" here means every field the template's spec sets
+/// has the existing claim's value (upstream compares the whole spec, which fields the cluster fills
+/// in, like `volumeName` once bound, make unequal).
+fn validate_volume_claim_policies(
+    obj: &Value,
+    spec: &JobSetSpec,
+    js_name: &str,
+    claim: &ClaimLookup,
+    errs: &mut Vec<FieldError>,
+) {
+    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
     let mut claim_names: BTreeSet<String> = BTreeSet::new();
     for (i, policy) in spec.volume_claim_policies.iter().enumerate() {
         for (j, template) in policy.templates.iter().enumerate() {
@@ -750,8 +773,37 @@ fn validate_volume_claim_policies(obj: &Value, spec: &JobSetSpec, js_name: &str,
                 errs.push(FieldError::invalid(&path, &json!(name), "VolumeClaimPolicies template name is too long"));
             }
             validate_replicated_jobs_volume_claims(obj, spec, &name, errs);
+            let pvc = format!("{name}-{js_name}");
+            if let Some(existing) = claim(ns, &pvc) {
+                let path = format!("spec.volumeClaimPolicies[{i}].template[{j}]");
+                let wanted = serde_json::to_value(&template.spec).unwrap_or_default();
+                if !subset(&wanted, existing.get("spec").unwrap_or(&Value::Null)) {
+                    let detail = format!("spec does not match existing PVC {pvc} in namespace {ns}");
+                    errs.push(FieldError::invalid(&path, &json!(name), detail));
+                }
+                let retain = policy.retention_policy.as_ref().and_then(|r| r.when_deleted)
+                    == Some(super::RetentionPolicyAction::Retain);
+                if !retain {
+                    errs.push(FieldError::invalid(
+                        &path,
+                        &json!(name),
+                        "retentionPolicy must be retain when PVC exists",
+                    ));
+                }
+            }
             claim_names.insert(name);
         }
+    }
+}
+
+/// Whether every field set in `a` has the same value in `b` (objects recursively; `null`/absent
+/// fields of `a` are unset).
+fn subset(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Null, _) => true,
+        (Value::Object(a), Value::Object(b)) => a.iter().all(|(k, v)| subset(v, b.get(k).unwrap_or(&Value::Null))),
+        (Value::Object(a), Value::Null) => a.values().all(Value::is_null),
+        (a, b) => a == b,
     }
 }
 
@@ -1891,5 +1943,42 @@ mod tests {
             spec.pointer("/replicatedJobs/items/properties/template/x-kubernetes-preserve-unknown-fields"),
             Some(&json!(true))
         );
+    }
+
+    #[test]
+    fn an_existing_claim_is_reused_only_when_retained_and_matching() {
+        let mut v = base();
+        set(
+            &mut v,
+            "/spec/volumeClaimPolicies",
+            json!([{
+            "templates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}],
+            "retentionPolicy": {"whenDeleted": "Retain"}}]),
+        );
+        set(
+            &mut v,
+            "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+            json!([{"name": "data", "mountPath": "/data"}]),
+        );
+        let existing = |spec: Value| {
+            move |ns: &str, name: &str| (ns == "default" && name == "data-js").then(|| json!({"spec": spec.clone()}))
+        };
+        let matching = existing(json!({"accessModes": ["ReadWriteOnce"], "volumeName": "pv-1"}));
+        assert_eq!(rendered(validate_jobset_in(&v, None, &all_on(), &matching)), Vec::<String>::new());
+        let other = existing(json!({"accessModes": ["ReadWriteMany"]}));
+        assert_eq!(
+            rendered(validate_jobset_in(&v, None, &all_on(), &other)),
+            [
+                "spec.volumeClaimPolicies[0].template[0]: Invalid value: \"data\": spec does not match existing PVC data-js in namespace default"
+            ]
+        );
+        set(&mut v, "/spec/volumeClaimPolicies/0/retentionPolicy/whenDeleted", json!("Delete"));
+        assert_eq!(
+            rendered(validate_jobset_in(&v, None, &all_on(), &matching)),
+            [
+                "spec.volumeClaimPolicies[0].template[0]: Invalid value: \"data\": retentionPolicy must be retain when PVC exists"
+            ]
+        );
+        assert_eq!(rendered(validate_jobset(&v, None, &all_on())), Vec::<String>::new(), "no claim exists");
     }
 }
