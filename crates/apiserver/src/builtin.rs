@@ -24,17 +24,17 @@ impl AdmissionHook for JobAdmission {
     }
 }
 
-/// JobSet admission: defaults on create only (as upstream's mutating webhook), validation on create
-/// and update.
+/// JobSet admission: upstream's webhook defaults and validation. Unlike upstream's mutating
+/// webhook (create only), the defaults also apply on update, where they fill only what a request
+/// left out: a client-side re-apply of a manifest that omits defaulted fields (say
+/// `completionMode`) then compares equal instead of failing as an immutable change.
 pub struct JobSetAdmission {
     pub features: jobset_api::jobset::Features,
 }
 
 impl AdmissionHook for JobSetAdmission {
-    fn default(&self, obj: &mut Value, old: Option<&Value>) {
-        if old.is_none() {
-            jobset_api::jobset::default_jobset(obj);
-        }
+    fn default(&self, obj: &mut Value, _old: Option<&Value>) {
+        jobset_api::jobset::default_jobset(obj);
     }
     fn validate(&self, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
         let claim = |ns: &str, name: &str| lookup.get("", "persistentvolumeclaims", ns, name);

@@ -24,18 +24,22 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 const LISTENING: &str = "jobset API server listening on https://127.0.0.1:";
 
+/// A suspended JobSet (so it never finishes while a test changes it) whose Indexed Jobs have
+/// `parallelism == completions == SIZE`: the one part of `replicatedJobs` that stays mutable
+/// (elastic JobSets).
 const JOBSET: &str = r#"apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
 metadata:
   name: NAME
 spec:
+  suspend: true
   replicatedJobs:
   - name: workers
-    replicas: REPLICAS
+    replicas: 1
     template:
       spec:
-        parallelism: 1
-        completions: 1
+        parallelism: SIZE
+        completions: SIZE
         backoffLimit: 0
         template:
           spec:
@@ -46,8 +50,8 @@ spec:
               command: ["sh", "-c", "echo hello"]
 "#;
 
-fn jobset(name: &str, replicas: u32) -> String {
-    JOBSET.replace("NAME", name).replace("REPLICAS", &replicas.to_string())
+fn jobset(name: &str, size: u32) -> String {
+    JOBSET.replace("NAME", name).replace("SIZE", &size.to_string())
 }
 
 fn job(name: &str, tier: &str) -> String {
@@ -326,8 +330,11 @@ impl Drop for Cluster {
     }
 }
 
-fn replicas(js: &serde_json::Value) -> u64 {
-    js["spec"]["replicatedJobs"][0]["replicas"].as_u64().expect("spec.replicatedJobs[0].replicas")
+/// `parallelism` of the JobSet's Jobs (equal to `completions`).
+fn size(js: &serde_json::Value) -> u64 {
+    let spec = &js["spec"]["replicatedJobs"][0]["template"]["spec"];
+    assert_eq!(spec["parallelism"], spec["completions"], "{js:#}");
+    spec["parallelism"].as_u64().expect("spec.replicatedJobs[0].template.spec.parallelism")
 }
 
 /// Rows of a `kubectl get` table, by first column.
@@ -343,36 +350,42 @@ fn apply_client_and_server_side() {
     let f = c.manifest("demo.yaml", &jobset("demo", 2));
     let out = c.kubectl(&["apply", "-f", &f]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo created"]);
-    assert_eq!(replicas(&c.get_json("jobset", "demo")), 2);
+    assert_eq!(size(&c.get_json("jobset", "demo")), 2);
 
     c.manifest("demo.yaml", &jobset("demo", 3));
     let out = c.kubectl(&["apply", "-f", &f]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo configured"]);
     let js = c.get_json("jobset", "demo");
-    assert_eq!(replicas(&js), 3, "apply did not change replicas: {js:#}");
+    assert_eq!(size(&js), 3, "apply did not change parallelism: {js:#}");
     assert!(
         js["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].is_string(),
         "no last-applied-configuration annotation: {js:#}"
     );
 
+    // Re-applying the same manifest: kubectl sees the server-defaulted fields inside
+    // `replicatedJobs` (a list, which a JSON merge patch replaces whole) and sends the list again;
+    // the server defaults it again, so nothing changes and nothing is rejected as immutable.
     let out = c.kubectl(&["apply", "-f", &f]);
-    assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo unchanged"]);
+    assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo configured"]);
+    let again = c.get_json("jobset", "demo");
+    assert_eq!(again["spec"], js["spec"], "re-apply changed the spec");
+    assert_eq!(again["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"], "Indexed", "{again:#}");
 
     // 2. Server-side apply: a new object, the same object changed, and an existing
     // (client-side applied) object re-applied as is.
     let g = c.manifest("ssa.yaml", &jobset("demo-ssa", 1));
     let out = c.kubectl(&["apply", "--server-side", "-f", &g]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"]);
-    assert_eq!(replicas(&c.get_json("jobset", "demo-ssa")), 1);
+    assert_eq!(size(&c.get_json("jobset", "demo-ssa")), 1);
 
     c.manifest("ssa.yaml", &jobset("demo-ssa", 4));
     let out = c.kubectl(&["apply", "--server-side", "-f", &g]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo-ssa serverside-applied"]);
-    assert_eq!(replicas(&c.get_json("jobset", "demo-ssa")), 4);
+    assert_eq!(size(&c.get_json("jobset", "demo-ssa")), 4);
 
     let out = c.kubectl(&["apply", "--server-side", "-f", &f]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo serverside-applied"]);
-    assert_eq!(replicas(&c.get_json("jobset", "demo")), 3);
+    assert_eq!(size(&c.get_json("jobset", "demo")), 3);
 
     // 10. create of an existing object.
     let out = c.kubectl(&["create", "-f", &f]);
@@ -459,12 +472,12 @@ fn patch_and_delete() {
         "demo",
         "--type=json",
         "-p",
-        r#"[{"op":"replace","path":"/spec/suspend","value":false},{"op":"replace","path":"/spec/replicatedJobs/0/replicas","value":5}]"#,
+        r#"[{"op":"replace","path":"/spec/suspend","value":false},{"op":"replace","path":"/spec/replicatedJobs/0/template/spec/parallelism","value":5},{"op":"replace","path":"/spec/replicatedJobs/0/template/spec/completions","value":5}]"#,
     ]);
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/demo patched"]);
     let js = c.get_json("jobset", "demo");
     assert_eq!(js["spec"]["suspend"], serde_json::json!(false), "{js:#}");
-    assert_eq!(replicas(&js), 5, "{js:#}");
+    assert_eq!(size(&js), 5, "{js:#}");
 
     // 7. delete returns (within COMMAND_TIMEOUT) and the object is gone.
     let out = c.kubectl(&["delete", "jobset", "demo"]);
