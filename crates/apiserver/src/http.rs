@@ -62,7 +62,16 @@ pub struct ApiServer {
     pub config: ServerConfig,
     /// Requests served so far, by verb (for benchmarks and metrics).
     pub requests: RequestCounts,
+    /// What `GET /metrics` serves (404 while unset): a Prometheus registry shared with the
+    /// components that register into it.
+    pub(crate) metrics: std::sync::RwLock<Option<MetricsRegistry>>,
 }
+
+/// A Prometheus registry shared between the components that register series and the server.
+pub type MetricsRegistry = Arc<std::sync::Mutex<prometheus_client::registry::Registry>>;
+
+/// The content type of the OpenMetrics text encoding.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Requests served, per verb.
 #[derive(Default, Debug)]
@@ -132,6 +141,28 @@ impl ApiServer {
 
     fn ctx(&self) -> Ctx<'_> {
         Ctx { admission: &self.admission }
+    }
+
+    /// Serves `registry` at `GET /metrics` (replacing any registry set before).
+    pub fn set_metrics_registry(&self, registry: MetricsRegistry) {
+        *self.metrics.write().unwrap_or_else(|e| e.into_inner()) = Some(registry);
+    }
+
+    /// The registry `GET /metrics` serves, if one was set.
+    pub fn metrics_registry(&self) -> Option<MetricsRegistry> {
+        self.metrics.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `GET /metrics`: the registry in the OpenMetrics text encoding.
+    fn metrics_response(&self) -> Result<Response> {
+        let registry = self.metrics_registry().ok_or_else(ApiError::not_found_path)?;
+        let mut text = String::new();
+        {
+            let r = registry.lock().unwrap_or_else(|e| e.into_inner());
+            prometheus_client::encoding::text::encode(&mut text, &r)
+                .map_err(|e| ApiError::internal(format!("encoding metrics: {e}")))?;
+        }
+        Ok((StatusCode::OK, [(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], text).into_response())
     }
 }
 
@@ -213,6 +244,7 @@ async fn route(server: Arc<ApiServer>, req: Request) -> Result<Response> {
         ["healthz" | "readyz" | "livez", ..] if get => {
             return Ok((StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], "ok").into_response());
         }
+        ["metrics"] if get => return server.metrics_response(),
         ["openapi", "v2"] if get => {
             return Ok((
                 StatusCode::OK,

@@ -31,7 +31,7 @@ use serde_json::json;
 
 pub use crate::admission::{Admission, AdmissionHook, Lookup};
 pub use crate::error::{ApiError, Cause};
-pub use crate::http::{ApiServer, ServerConfig};
+pub use crate::http::{ApiServer, MetricsRegistry, OPENMETRICS_CONTENT_TYPE, ServerConfig};
 use crate::ops::Ctx;
 use crate::persist::Backend;
 use crate::resources::Registry;
@@ -50,7 +50,8 @@ impl ApiServer {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
         let admission = builtin::with_builtins(admission);
-        let server = Arc::new(ApiServer { store, admission, config, requests: Default::default() });
+        let server =
+            Arc::new(ApiServer { store, admission, config, requests: Default::default(), metrics: Default::default() });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)
     }

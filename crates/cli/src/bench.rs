@@ -1,7 +1,8 @@
 //! `jobset bench`: benchmarks that print figures (recorded in docs/benchmarks.md). Not tests:
 //! nothing here asserts a time.
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use jobset_local::{LocalCluster, LocalConfig};
@@ -56,6 +57,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 10)]
         restarts: u32,
     },
+    /// JobSet controller, Job controller, scheduler and simulated nodes: a JobSet of `jobs` ×
+    /// `pods-per-job` pods from create to all Running, then one pod fails and the whole JobSet is
+    /// recreated (failure policy `Recreate`, then `BlockingRecreate`, a fresh cluster each).
+    Jobset {
+        /// Jobs in the JobSet (one replicated job).
+        #[arg(long, default_value_t = 50)]
+        jobs: i32,
+        /// Pods per Job (Indexed, parallelism = completions).
+        #[arg(long, default_value_t = 100)]
+        pods_per_job: i32,
+        #[arg(long, default_value_t = 500)]
+        nodes: usize,
+        /// Print pod and Job counts by restart attempt every `progress` (e.g. 1s).
+        #[arg(long, value_parser = crate::parse_duration)]
+        progress: Option<Duration>,
+    },
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
@@ -75,6 +92,9 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             );
             process_startup(pods).await?;
             restart_all_containers(restarts).await
+        }
+        BenchCommand::Jobset { jobs, pods_per_job, nodes, progress } => {
+            jobset_bench(jobs, pods_per_job, nodes, progress).await
         }
     }
 }
@@ -463,4 +483,488 @@ async fn job(pods: i32, nodes: usize, run: Duration, fail_once: bool) -> anyhow:
     );
     cluster.shutdown().await;
     Ok(())
+}
+
+// `jobset bench jobset`: a whole-JobSet restart at scale.
+
+const JS_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+const RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/restart-attempt";
+const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
+const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+const FAILED_POD: &str = "the chosen pod is Failed";
+const JOBSET_RESTARTED: &str = "JobSet status.restarts = 1";
+
+/// What the bench last saw of one pod or Job.
+#[derive(Default, Clone, Copy)]
+struct Seen {
+    present: bool,
+    /// Sticky: the pod was bound to a node.
+    scheduled: bool,
+    running: bool,
+    /// Sticky: phase Failed (a pod) or condition Failed (a Job).
+    failed: bool,
+    /// Sticky: deletionTimestamp set.
+    deleting: bool,
+}
+
+/// Pods or Jobs of one restart attempt.
+#[derive(Default, Clone, Copy, Debug)]
+struct Counts {
+    seen: usize,
+    present: usize,
+    scheduled: usize,
+    running: usize,
+    failed: usize,
+    deleting: usize,
+}
+
+impl Counts {
+    fn apply(&mut self, old: Option<Seen>, new: Seen) {
+        let o = old.unwrap_or_default();
+        if old.is_none() {
+            self.seen += 1;
+        }
+        let adj = |n: &mut usize, a: bool, b: bool| {
+            *n = (*n + b as usize).saturating_sub(a as usize);
+        };
+        adj(&mut self.present, o.present, new.present);
+        adj(&mut self.scheduled, o.scheduled, new.scheduled);
+        adj(&mut self.running, o.running, new.running);
+        adj(&mut self.failed, o.failed, new.failed);
+        adj(&mut self.deleting, o.deleting, new.deleting);
+    }
+}
+
+/// Everything the bench's watches (pods and Jobs of one JobSet, and the JobSet) have seen, and
+/// when each milestone was first reached (in the order reached).
+struct Tracker {
+    pods_total: usize,
+    jobs_total: usize,
+    pods: HashMap<String, (u32, Seen)>,
+    pod_counts: BTreeMap<u32, Counts>,
+    jobs: HashMap<String, (u32, Seen)>,
+    job_counts: BTreeMap<u32, Counts>,
+    restarts: u64,
+    /// The uid of the pod the bench makes fail.
+    target: Option<String>,
+    marks: Vec<(String, Instant)>,
+}
+
+fn label<'a>(m: &'a kube::api::ObjectMeta, k: &str) -> Option<&'a str> {
+    m.labels.as_ref()?.get(k).map(String::as_str)
+}
+
+fn attempt_of(m: &kube::api::ObjectMeta) -> u32 {
+    label(m, RESTART_ATTEMPT).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+impl Tracker {
+    fn new(pods_total: usize, jobs_total: usize) -> Tracker {
+        Tracker {
+            pods_total,
+            jobs_total,
+            pods: HashMap::new(),
+            pod_counts: BTreeMap::new(),
+            jobs: HashMap::new(),
+            job_counts: BTreeMap::new(),
+            restarts: 0,
+            target: None,
+            marks: Vec::new(),
+        }
+    }
+
+    fn at(&self, what: &str) -> Option<Instant> {
+        self.marks.iter().find(|(m, _)| m == what).map(|(_, t)| *t)
+    }
+
+    fn mark(&mut self, what: String, now: Instant) {
+        if self.at(&what).is_none() {
+            self.marks.push((what, now));
+        }
+    }
+
+    fn pods(&self, attempt: u32) -> Counts {
+        self.pod_counts.get(&attempt).copied().unwrap_or_default()
+    }
+
+    fn pod(&mut self, p: &Pod, deleted: bool, now: Instant) {
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let attempt = attempt_of(&p.metadata);
+        let old = self.pods.get(&uid).map(|(_, s)| *s);
+        let o = old.unwrap_or_default();
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        let new = Seen {
+            present: !deleted,
+            scheduled: o.scheduled || p.spec.as_ref().is_some_and(|s| s.node_name.is_some()),
+            running: !deleted && all_running(p),
+            failed: o.failed || phase == "Failed",
+            deleting: o.deleting || p.metadata.deletion_timestamp.is_some(),
+        };
+        self.pod_counts.entry(attempt).or_default().apply(old, new);
+        if new.failed && self.target.as_deref() == Some(uid.as_str()) {
+            self.mark(FAILED_POD.into(), now);
+        }
+        self.pods.insert(uid, (attempt, new));
+    }
+
+    fn job(&mut self, j: &Job, deleted: bool) {
+        let uid = j.metadata.uid.clone().unwrap_or_default();
+        let attempt = attempt_of(&j.metadata);
+        let old = self.jobs.get(&uid).map(|(_, s)| *s);
+        let o = old.unwrap_or_default();
+        let failed = j
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Failed" && c.status == "True"));
+        let new = Seen {
+            present: !deleted,
+            failed: o.failed || failed,
+            deleting: o.deleting || j.metadata.deletion_timestamp.is_some(),
+            ..Seen::default()
+        };
+        self.job_counts.entry(attempt).or_default().apply(old, new);
+        self.jobs.insert(uid, (attempt, new));
+    }
+
+    fn check(&mut self, now: Instant) {
+        let (pt, jt) = (self.pods_total, self.jobs_total);
+        let attempts: std::collections::BTreeSet<u32> =
+            self.pod_counts.keys().chain(self.job_counts.keys()).copied().collect();
+        for a in attempts {
+            let c = self.pods(a);
+            let j = self.job_counts.get(&a).copied().unwrap_or_default();
+            let checks = [
+                (j.seen >= 1, "first Job created".to_string()),
+                (j.seen == jt, format!("all {jt} Jobs created")),
+                (c.seen >= 1, "first pod created".to_string()),
+                (c.seen == pt, format!("all {pt} pods created")),
+                (c.scheduled == pt, format!("all {pt} pods scheduled")),
+                (c.running == pt, format!("all {pt} pods Running")),
+                (j.failed >= 1, "a Job is Failed".to_string()),
+                (j.seen == jt && j.deleting == jt, "every Job being deleted".to_string()),
+                (c.seen == pt && c.failed == pt, "every pod Failed (stopped)".to_string()),
+                (c.seen == pt && c.present == 0, "every pod gone".to_string()),
+                (j.seen == jt && j.present == 0, "every Job gone".to_string()),
+            ];
+            for (reached, what) in checks {
+                if reached {
+                    self.mark(format!("attempt {a}: {what}"), now);
+                }
+            }
+        }
+        if self.restarts >= 1 {
+            self.mark(JOBSET_RESTARTED.into(), now);
+        }
+    }
+}
+
+enum Watched {
+    Pod(Box<watcher::Event<Pod>>),
+    Job(Box<watcher::Event<Job>>),
+    JobSet(Box<watcher::Event<kube::api::DynamicObject>>),
+}
+
+/// Follows the pods and Jobs of JobSet `name` and the JobSet itself into `tracker`, bumping `tx`
+/// after every event.
+fn track(
+    client: kube::Client,
+    name: &str,
+    tracker: Arc<Mutex<Tracker>>,
+    tx: tokio::sync::watch::Sender<()>,
+) -> tokio::task::JoinHandle<()> {
+    let sel = format!("{JS_NAME}={name}");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    );
+    let pods = watcher(Api::<Pod>::default_namespaced(client.clone()), watcher::Config::default().labels(&sel))
+        .default_backoff()
+        .filter_map(|e| async move { e.ok().map(|e| Watched::Pod(Box::new(e))) });
+    let jobs = watcher(Api::<Job>::default_namespaced(client.clone()), watcher::Config::default().labels(&sel))
+        .default_backoff()
+        .filter_map(|e| async move { e.ok().map(|e| Watched::Job(Box::new(e))) });
+    let jobsets = watcher(
+        Api::<kube::api::DynamicObject>::namespaced_with(client, "default", &ar),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .filter_map(|e| async move { e.ok().map(|e| Watched::JobSet(Box::new(e))) });
+    let mut events = futures::stream::select_all([pods.boxed(), jobs.boxed(), jobsets.boxed()]);
+    tokio::spawn(async move {
+        use watcher::Event::{Apply, Delete, InitApply};
+        while let Some(ev) = events.next().await {
+            let now = Instant::now();
+            let mut t = tracker.lock().expect("tracker lock");
+            match ev {
+                Watched::Pod(e) => match *e {
+                    Apply(p) | InitApply(p) => t.pod(&p, false, now),
+                    Delete(p) => t.pod(&p, true, now),
+                    _ => {}
+                },
+                Watched::Job(e) => match *e {
+                    Apply(j) | InitApply(j) => t.job(&j, false),
+                    Delete(j) => t.job(&j, true),
+                    _ => {}
+                },
+                Watched::JobSet(e) => {
+                    if let Apply(js) | InitApply(js) = *e {
+                        t.restarts = js.data.pointer("/status/restarts").and_then(|r| r.as_u64()).unwrap_or(0);
+                    }
+                }
+            }
+            t.check(now);
+            drop(t);
+            tx.send_replace(());
+        }
+    })
+}
+
+/// Waits (at most `limit`) until `pred` gives the time a milestone was reached.
+async fn milestone(
+    tracker: &Arc<Mutex<Tracker>>,
+    rx: &mut tokio::sync::watch::Receiver<()>,
+    limit: Duration,
+    what: &str,
+    pred: impl Fn(&Tracker) -> Option<Instant>,
+) -> anyhow::Result<Instant> {
+    let wait = async {
+        loop {
+            if let Some(at) = pred(&tracker.lock().expect("tracker lock")) {
+                return Ok(at);
+            }
+            rx.changed().await.map_err(|_| anyhow::anyhow!("the watches ended"))?;
+        }
+    };
+    match tokio::time::timeout(limit, wait).await {
+        Ok(r) => r,
+        Err(_) => {
+            let t = tracker.lock().expect("tracker lock");
+            anyhow::bail!(
+                "timed out after {} s waiting for {what}; pods by attempt {:?}, Jobs by attempt {:?}",
+                limit.as_secs(),
+                t.pod_counts,
+                t.job_counts
+            )
+        }
+    }
+}
+
+/// CPU time of one thread of this process, from /proc (clock ticks of 10 ms).
+fn thread_cpu(tid: i32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<u64> = rest.split_whitespace().skip(11).take(2).filter_map(|v| v.parse().ok()).collect();
+    Duration::from_millis(f.iter().sum::<u64>() * 10)
+}
+
+struct JobsetFigures {
+    strategy: &'static str,
+    startup: Duration,
+    restart: Duration,
+    /// From the delete request to the pod's Failed phase being seen.
+    fail_seen: Duration,
+    by_verb: Vec<(&'static str, u64)>,
+    requests: u64,
+    cpu: Duration,
+    job_controller_cpu: Duration,
+    rss_mb: f64,
+}
+
+async fn jobset_bench(jobs: i32, pods_per_job: i32, nodes: usize, progress: Option<Duration>) -> anyhow::Result<()> {
+    println!(
+        "jobset bench jobset: {jobs} Jobs x {pods_per_job} pods = {} pods on {nodes} simulated nodes ({} cores)",
+        jobs * pods_per_job,
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
+    let mut figures = vec![];
+    for strategy in ["Recreate", "BlockingRecreate"] {
+        figures.push(jobset_restart(strategy, jobs, pods_per_job, nodes, progress).await?);
+    }
+    println!();
+    println!(
+        "| restart strategy | create → all Running | pod Failed → all Running again | API requests (restart) | process CPU (restart) | Job controller CPU (restart) | RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for f in &figures {
+        let verbs: Vec<String> = f.by_verb.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect();
+        println!(
+            "| {} | {:.2} s | {:.2} s | {} ({}) | {:.1} s | {:.1} s | {:.0} MB |",
+            f.strategy,
+            f.startup.as_secs_f64(),
+            f.restart.as_secs_f64(),
+            f.requests,
+            verbs.join(", "),
+            f.cpu.as_secs_f64(),
+            f.job_controller_cpu.as_secs_f64(),
+            f.rss_mb
+        );
+    }
+    for f in &figures {
+        println!(
+            "({}: the delete request to the pod's Failed phase seen: {:.0} ms)",
+            f.strategy,
+            f.fail_seen.as_secs_f64() * 1e3
+        );
+    }
+    Ok(())
+}
+
+/// Prints the milestones reached between `from` and `to`, relative to `from`.
+fn print_timeline(t: &Tracker, from: Instant, to: Instant) {
+    for (what, at) in &t.marks {
+        if *at >= from && *at <= to {
+            println!("    {:>8.2} s  {what}", at.duration_since(from).as_secs_f64());
+        }
+    }
+}
+
+/// One JobSet on a fresh cluster: create → all Running; one pod fails → all Running again.
+async fn jobset_restart(
+    strategy: &'static str,
+    jobs: i32,
+    pods_per_job: i32,
+    nodes: usize,
+    progress: Option<Duration>,
+) -> anyhow::Result<JobsetFigures> {
+    let server = server(Box::new(Memory))?;
+    let mut cfg = LocalConfig::with_nodes(nodes);
+    // The Job controller on a thread of its own, so that its CPU time can be read.
+    cfg.job_controller = false;
+    let job_cfg = cfg.job.clone();
+    let cluster = LocalCluster::start(server.clone(), cfg).await;
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let controller_server = server.clone();
+    let controller = std::thread::spawn(move || {
+        let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
+        rt.block_on(async move {
+            tokio::select! {
+                _ = jobset_controllers::job::run(controller_server.client(), job_cfg) => {}
+                _ = stop_rx => {}
+            }
+        });
+    });
+    let controller_tid = tid_rx.recv().context("the Job controller thread")?;
+
+    let client = server.client();
+    let name = format!("bench-{}", strategy.to_lowercase());
+    let total = (jobs * pods_per_job) as usize;
+    let tracker = Arc::new(Mutex::new(Tracker::new(total, jobs as usize)));
+    let (tx, mut rx) = tokio::sync::watch::channel(());
+    let tracking = track(client.clone(), &name, tracker.clone(), tx);
+    let started = Instant::now();
+    let progress = progress.map(|every| {
+        let tracker = tracker.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let line = {
+                    let t = tracker.lock().expect("tracker lock");
+                    let attempts: std::collections::BTreeSet<u32> =
+                        t.pod_counts.keys().chain(t.job_counts.keys()).copied().collect();
+                    attempts
+                        .iter()
+                        .map(|a| {
+                            let (p, j) = (t.pods(*a), t.job_counts.get(a).copied().unwrap_or_default());
+                            format!(
+                                "attempt {a}: Jobs {}/{} present, {} deleting; pods {} created, {} present, {} scheduled, {} Running, {} Failed, {} deleting",
+                                j.present, j.seen, j.deleting, p.seen, p.present, p.scheduled, p.running, p.failed, p.deleting
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" | ")
+                };
+                println!("  [{:6.1} s] {line}", started.elapsed().as_secs_f64());
+            }
+        })
+    });
+
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    );
+    let jobsets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let js: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 5, "restartStrategy": strategy},
+            "replicatedJobs": [{"name": "workers", "replicas": jobs, "template": {"spec": {
+                "parallelism": pods_per_job, "completions": pods_per_job, "completionMode": "Indexed",
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"annotations": {"sim.jobset.x-k8s.io/duration": "forever"}},
+                    "spec": {"restartPolicy": "Never", "containers": [
+                        {"name": "main", "image": "registry.example.com/ml/trainer:2026.11"}]}
+                }
+            }}}]
+        }
+    }))?;
+    println!("{strategy}: JobSet {name:?}");
+    let limit = Duration::from_secs(300);
+    let created = Instant::now();
+    jobsets.create(&PostParams::default(), &js).await?;
+    let running = milestone(&tracker, &mut rx, limit, "every pod Running", |t| {
+        t.at(&format!("attempt 0: all {total} pods Running"))
+    })
+    .await?;
+    let startup = running.duration_since(created);
+    println!("  create → all {total} pods Running: {:.2} s", startup.as_secs_f64());
+    print_timeline(&tracker.lock().expect("tracker lock"), created, running);
+
+    // One pod fails: pod 0 of Job 0 is deleted (as an eviction or a lost node would), its only
+    // container is killed (exit 143), the node agent reports it Failed; backoffLimit 0 fails its
+    // Job, which triggers the JobSet's failure policy.
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let sel = format!("{JS_NAME}={name},{JOB_INDEX}=0,{COMPLETION_INDEX}=0,{RESTART_ATTEMPT}=0");
+    let victim = pods.list(&kube::api::ListParams::default().labels(&sel)).await?;
+    let victim = victim.items.first().context("pod 0 of Job 0")?;
+    let victim_name = victim.metadata.name.clone().unwrap_or_default();
+    tracker.lock().expect("tracker lock").target = victim.metadata.uid.clone();
+    let (verbs_before, requests_before) = server.requests.snapshot();
+    let cpu_before = cpu(UsageWho::RUSAGE_SELF);
+    let jc_before = thread_cpu(controller_tid);
+    let deleted = Instant::now();
+    pods.delete(&victim_name, &kube::api::DeleteParams::default()).await?;
+    let restarted = milestone(&tracker, &mut rx, limit, "every pod of attempt 1 Running", |t| {
+        t.at(&format!("attempt 1: all {total} pods Running"))
+    })
+    .await?;
+    let (verbs_after, requests_after) = server.requests.snapshot();
+    let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
+    let jc_used = thread_cpu(controller_tid).saturating_sub(jc_before);
+    let failed = tracker.lock().expect("tracker lock").at(FAILED_POD).unwrap_or(deleted);
+    let restart = restarted.duration_since(failed);
+    println!(
+        "  pod {victim_name} deleted; Failed seen after {:.0} ms; → all {total} pods of attempt 1 Running: {:.2} s",
+        failed.duration_since(deleted).as_secs_f64() * 1e3,
+        restart.as_secs_f64()
+    );
+    print_timeline(&tracker.lock().expect("tracker lock"), failed, restarted);
+    let by_verb: Vec<(&'static str, u64)> =
+        verbs_after.iter().zip(&verbs_before).map(|((v, a), (_, b))| (*v, a - b)).collect();
+    let figures = JobsetFigures {
+        strategy,
+        startup,
+        restart,
+        fail_seen: failed.duration_since(deleted),
+        by_verb,
+        requests: requests_after - requests_before,
+        cpu: cpu_used,
+        job_controller_cpu: jc_used,
+        rss_mb: rss_mb(),
+    };
+    tracking.abort();
+    if let Some(p) = progress {
+        p.abort();
+    }
+    let _ = stop_tx.send(());
+    controller.join().map_err(|_| anyhow::anyhow!("the controller thread panicked"))?;
+    cluster.shutdown().await;
+    Ok(figures)
 }

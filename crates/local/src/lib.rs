@@ -102,6 +102,13 @@ impl LocalCluster {
             .job_controller
             .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone())));
         let jobset_metrics = Arc::new(JobSetMetrics::default());
+        // The JobSet controller's series, served at the API server's `GET /metrics`.
+        let registry = server.metrics_registry().unwrap_or_else(|| {
+            let r = jobset_apiserver::MetricsRegistry::default();
+            server.set_metrics_registry(r.clone());
+            r
+        });
+        jobset_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
         let jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
             server.client(),
             config.jobset.clone(),

@@ -228,13 +228,12 @@ mod tests {
         .unwrap()
     }
 
+    /// (type, status, reason, message) of a condition.
+    type CondRow = (String, String, String, String);
+
     /// Runs the policy over `failed` on a JobSet with `status`; returns the new status and the
     /// `(type, status, reason, message)` of every condition, plus event reasons.
-    fn run(
-        js: &JobSet,
-        status: JobSetStatus,
-        failed: &[Job],
-    ) -> (JobSetStatus, Vec<(String, String, String, String)>, Vec<String>) {
+    fn run(js: &JobSet, status: JobSetStatus, failed: &[Job]) -> (JobSetStatus, Vec<CondRow>, Vec<String>) {
         let children: Vec<Child> = failed.iter().map(Child::of).collect();
         let f: Vec<FailedJob> = children.iter().filter_map(FailedJob::of).collect();
         let mut u = Update::new(status, Timestamp::from_second(1000).unwrap());
@@ -248,7 +247,7 @@ mod tests {
         (u.status, conds, u.events.iter().map(|e| e.reason.clone()).collect())
     }
 
-    fn cond(t: &str, s: &str, r: &str, m: &str) -> (String, String, String, String) {
+    fn cond(t: &str, s: &str, r: &str, m: &str) -> CondRow {
         (t.into(), s.into(), r.into(), m.into())
     }
 
