@@ -88,11 +88,11 @@ impl Obj {
     }
 
     /// The value of a field selector label (`metadata.name`, `spec.nodeName`, ...), if the kind supports it.
-    pub fn field(&self, def: &ResourceDef, field: &str) -> Option<String> {
+    pub fn field(&self, def: &ResourceDef, field: &str) -> Option<&str> {
         match field {
-            "metadata.name" => Some(self.name.clone()),
-            "metadata.namespace" => Some(self.namespace.clone()),
-            _ => def.selectable_fields.iter().position(|(f, _)| f == field).map(|i| self.fields[i].clone()),
+            "metadata.name" => Some(&self.name),
+            "metadata.namespace" => Some(&self.namespace),
+            _ => def.selectable_fields.iter().position(|(f, _)| f == field).map(|i| self.fields[i].as_str()),
         }
     }
 }

@@ -869,7 +869,8 @@ impl FieldSelector {
 
     /// Whether the object, whose fields are read through `get`, satisfies every term. A missing
     /// field compares as the empty string.
-    pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+        // Borrowed values: every watch event is matched against every watcher's selector.
         self.terms.iter().all(|t| (get(&t.field).unwrap_or_default() == t.value) == t.equal)
     }
 
@@ -1254,9 +1255,8 @@ mod tests {
 
     // ---- field selectors ----
 
-    fn fields_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |f: &str| map.get(f).cloned()
+    fn fields_of<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a str> {
+        move |f: &str| pairs.iter().find(|(k, _)| *k == f).map(|(_, v)| *v)
     }
 
     #[test]
