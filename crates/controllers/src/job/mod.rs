@@ -353,15 +353,23 @@ async fn release_orphans(client: Client, pods: Store<Pod>, jobs: Store<Job>, eve
             return;
         }
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
-        for p in pods.state() {
-            let has = p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER));
-            if !has || controller_uid(&p).is_some_and(|u| live.contains(u)) {
-                continue;
-            }
+        let orphans: Vec<Arc<Pod>> = pods
+            .state()
+            .into_iter()
+            .filter(|p| p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER)))
+            .filter(|p| !controller_uid(p).is_some_and(|u| live.contains(u)))
+            .collect();
+        // Concurrently: a restarted JobSet can leave thousands of them at once.
+        futures::stream::iter(orphans.into_iter().map(|p| {
             let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
-            if let Err(e) = remove_finalizer(&api, &p.name_any()).await {
-                tracing::debug!(pod = %p.name_any(), error = %e, "releasing an orphaned pod");
+            async move {
+                if let Err(e) = remove_finalizer(&api, &p.name_any()).await {
+                    tracing::debug!(pod = %p.name_any(), error = %e, "releasing an orphaned pod");
+                }
             }
-        }
+        }))
+        .buffer_unordered(64)
+        .collect::<Vec<()>>()
+        .await;
     }
 }
