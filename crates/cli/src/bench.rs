@@ -410,20 +410,8 @@ async fn job(pods: i32, nodes: usize, run: Duration, fail_once: bool) -> anyhow:
     let mut cfg = LocalConfig::with_nodes(nodes);
     cfg.job_controller = false;
     cfg.agent.default_run_duration = run;
-    let job_cfg = cfg.job.clone();
+    let controller = JobControllerThread::spawn(&server, cfg.job.clone())?;
     let cluster = LocalCluster::start(server.clone(), cfg).await;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let controller_server = server.clone();
-    let controller = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
-        rt.block_on(async move {
-            tokio::select! {
-                _ = jobset_controllers::job::run(controller_server.client(), job_cfg) => {}
-                _ = stop_rx => {}
-            }
-        });
-        cpu(UsageWho::RUSAGE_THREAD)
-    });
     let client = server.client();
     let jobs: Api<Job> = Api::default_namespaced(client.clone());
     let name = if fail_once { "bench-fail-once" } else { "bench" };
@@ -459,8 +447,7 @@ async fn job(pods: i32, nodes: usize, run: Duration, fail_once: bool) -> anyhow:
     let wall = start.elapsed();
     let process_cpu = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
     let (by_verb, requests_after) = server.requests.snapshot();
-    let _ = stop_tx.send(());
-    let controller_cpu = controller.join().map_err(|_| anyhow::anyhow!("the controller thread panicked"))?;
+    let controller_cpu = controller.stop()?;
     let (kind, status) = done;
     println!(
         "{name}: {pods} pods on {nodes} nodes ({}), run {:?} each: {kind} in {:.2} s; succeeded {}, failed {}",
@@ -750,6 +737,41 @@ async fn milestone(
     }
 }
 
+/// The Job controller on a thread (and runtime) of its own, so that its CPU time can be read
+/// apart from the rest of the cluster's. Start it with `LocalConfig::job_controller` false.
+struct JobControllerThread {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<Duration>,
+    tid: i32,
+}
+
+impl JobControllerThread {
+    fn spawn(server: &Arc<ApiServer>, config: jobset_controllers::job::JobControllerConfig) -> anyhow::Result<Self> {
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let client = server.client();
+        let thread = std::thread::spawn(move || {
+            let _ = tid_tx.send(nix::unistd::gettid().as_raw());
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
+            rt.block_on(async move {
+                tokio::select! {
+                    _ = jobset_controllers::job::run(client, config) => {}
+                    _ = stop_rx => {}
+                }
+            });
+            cpu(UsageWho::RUSAGE_THREAD)
+        });
+        let tid = tid_rx.recv().context("the Job controller thread")?;
+        Ok(JobControllerThread { stop, thread, tid })
+    }
+
+    /// Stops the controller; returns the CPU time its thread used.
+    fn stop(self) -> anyhow::Result<Duration> {
+        let _ = self.stop.send(());
+        self.thread.join().map_err(|_| anyhow::anyhow!("the controller thread panicked"))
+    }
+}
+
 /// CPU time of one thread of this process, from /proc (clock ticks of 10 ms).
 fn thread_cpu(tid: i32) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap_or_default();
@@ -830,24 +852,10 @@ async fn jobset_restart(
 ) -> anyhow::Result<JobsetFigures> {
     let server = server(Box::new(Memory))?;
     let mut cfg = LocalConfig::with_nodes(nodes);
-    // The Job controller on a thread of its own, so that its CPU time can be read.
     cfg.job_controller = false;
-    let job_cfg = cfg.job.clone();
+    let controller = JobControllerThread::spawn(&server, cfg.job.clone())?;
+    let controller_tid = controller.tid;
     let cluster = LocalCluster::start(server.clone(), cfg).await;
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-    let controller_server = server.clone();
-    let controller = std::thread::spawn(move || {
-        let _ = tid_tx.send(nix::unistd::gettid().as_raw());
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
-        rt.block_on(async move {
-            tokio::select! {
-                _ = jobset_controllers::job::run(controller_server.client(), job_cfg) => {}
-                _ = stop_rx => {}
-            }
-        });
-    });
-    let controller_tid = tid_rx.recv().context("the Job controller thread")?;
 
     let client = server.client();
     let name = format!("bench-{}", strategy.to_lowercase());
@@ -963,8 +971,7 @@ async fn jobset_restart(
     if let Some(p) = progress {
         p.abort();
     }
-    let _ = stop_tx.send(());
-    controller.join().map_err(|_| anyhow::anyhow!("the controller thread panicked"))?;
+    controller.stop()?;
     cluster.shutdown().await;
     Ok(figures)
 }

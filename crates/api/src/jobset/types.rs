@@ -10,7 +10,6 @@
 //! client does not know (e.g. the local-mode `setConditionReason` of a podFailurePolicy rule)
 //! reach the child Jobs unchanged.
 
-use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use serde::{Deserialize, Serialize};
@@ -113,17 +112,13 @@ fn default_replicas() -> i32 {
     1
 }
 
-/// A `batch/v1` JobTemplateSpec kept as the JSON the user wrote; [`JobTemplate::typed`] gives the
-/// typed view for reading.
+/// A `batch/v1` JobTemplateSpec kept as the JSON the user wrote, with typed getters for the
+/// fields the controller and validation read.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct JobTemplate(pub Value);
 
 impl JobTemplate {
-    /// The typed view (fields unknown to k8s-openapi are dropped; read-only use).
-    pub fn typed(&self) -> JobTemplateSpec {
-        serde_json::from_value(self.0.clone()).unwrap_or_default()
-    }
     fn spec_field(&self, key: &str) -> Option<&Value> {
         self.0.get("spec")?.get(key)
     }

@@ -106,12 +106,13 @@ pub fn stale(status: &JobSetStatus, labels: &BTreeMap<String, String>, what: &st
 /// Classifies each Job (upstream's `getChildJobs`): stale labels make it `previous`, else its
 /// finished condition decides. A Job without a `restart-attempt` label is an error, as upstream.
 pub fn classify<'a>(js: &JobSet, jobs: &[&'a Job]) -> Result<Classified<'a>, String> {
-    let status = js.status.clone().unwrap_or_default();
+    let none = JobSetStatus::default();
+    let status = js.status.as_ref().unwrap_or(&none);
     let empty = BTreeMap::new();
     let mut out = Classified::default();
     for job in jobs {
         let c = Child::of(job);
-        if stale(&status, job.metadata.labels.as_ref().unwrap_or(&empty), &format!("job {}", c.name))? {
+        if stale(status, job.metadata.labels.as_ref().unwrap_or(&empty), &format!("job {}", c.name))? {
             out.previous.push(c);
             continue;
         }

@@ -25,8 +25,8 @@ pub fn job_key(namespace: &str, job: &str) -> String {
 
 /// The labels (and same-valued annotations) of Job `index` of `rj`.
 pub fn job_labels(js: &JobSet, rj: &ReplicatedJob, index: i32, with_job_restarts: bool) -> BTreeMap<String, String> {
-    let status = js.status.clone().unwrap_or_default();
-    let rj_status = status.replicated_jobs_status.iter().find(|s| s.name == rj.name);
+    let status = js.status.as_ref();
+    let rj_status = status.and_then(|s| s.replicated_jobs_status.iter().find(|s| s.name == rj.name));
     let name = job_name(js.name(), &rj.name, index);
     let all = &js.spec.replicated_jobs;
     let global_replicas: i32 = all.iter().map(|r| r.replicas).sum();
@@ -41,7 +41,7 @@ pub fn job_labels(js: &JobSet, rj: &ReplicatedJob, index: i32, with_job_restarts
     put(JOBSET_NAME, js.name().to_string());
     put(JOBSET_UID, js.metadata.uid.clone().unwrap_or_default());
     put(REPLICATED_JOB_NAME, rj.name.clone());
-    put(RESTART_ATTEMPT, status.restarts.to_string());
+    put(RESTART_ATTEMPT, status.map(|s| s.restarts).unwrap_or(0).to_string());
     if with_job_restarts {
         let n = rj_status.and_then(|s| s.job_restarts.get(index as usize)).copied().unwrap_or(0);
         put(JOB_RESTART_ATTEMPT, n.to_string());

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jobset_api::jobset::keys::{self, JOBSET_NAME};
-use jobset_api::jobset::{Features, JobSet};
+use jobset_api::jobset::{Features, JobSet, RestartStrategy};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
@@ -73,6 +73,8 @@ pub struct Ctx {
     client: Client,
     jobs: Store<Job>,
     services: Store<Service>,
+    /// Claims labelled with a JobSet name (those the controller creates).
+    claims: Store<PersistentVolumeClaim>,
     pods: Store<Pod>,
     recorder: Recorder,
     config: JobSetControllerConfig,
@@ -94,8 +96,12 @@ impl Ctx {
         m.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Pods of this JobSet whose labels name an earlier attempt.
+    /// Pods of this JobSet whose labels name an earlier attempt. Only BlockingRecreate waits for
+    /// them, so only then is the pod cache scanned.
     fn stale_pods(&self, js: &JobSet) -> usize {
+        if js.restart_strategy() != RestartStrategy::BlockingRecreate {
+            return 0;
+        }
         let status = js.status.clone().unwrap_or_default();
         let empty = BTreeMap::new();
         self.pods
@@ -160,14 +166,22 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
         let name = svc["metadata"]["name"].as_str().unwrap_or_default();
         ctx.services.get(&ObjectRef::new(name).within(ns)).is_none()
     });
-    let creates = service.is_some() || !plan.claims.is_empty() || !plan.create_jobs.is_empty();
+    let claims: Vec<&Value> = plan
+        .claims
+        .iter()
+        .filter(|c| {
+            let name = c["metadata"]["name"].as_str().unwrap_or_default();
+            ctx.claims.get(&ObjectRef::new(name).within(ns)).is_none()
+        })
+        .collect();
+    let creates = service.is_some() || !claims.is_empty() || !plan.create_jobs.is_empty();
     if creates && !still_live(ctx, js, ns, uid).await? {
         return Ok(Action::await_change());
     }
     if let Some(svc) = service {
         create::<Service>(ctx, js, ns, svc, keys::REASON_HEADLESS_SERVICE_CREATION_FAILED).await?;
     }
-    for claim in &plan.claims {
+    for claim in claims {
         create::<PersistentVolumeClaim>(ctx, js, ns, claim, keys::REASON_PVC_CREATION_FAILED).await?;
     }
 
@@ -309,6 +323,11 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let (svc_reader, svc_writer) = reflector::store();
     let svc_events =
         reflector(svc_writer, watcher(services, watcher::Config::default())).touched_objects().default_backoff();
+    let (claim_reader, claim_writer) = reflector::store();
+    let claim_watch =
+        watcher(Api::<PersistentVolumeClaim>::all(client.clone()), watcher::Config::default().labels(JOBSET_NAME));
+    // Claims are only looked up, never reconciled on.
+    let claim_cache = reflector(claim_writer, claim_watch).default_backoff().for_each(|_| async {});
     let (pod_reader, pod_writer) = reflector::store();
     // Pods matter only for BlockingRecreate (and in-place restarts): map them to their JobSet.
     let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default().labels(JOBSET_NAME)))
@@ -326,18 +345,21 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
         client: client.clone(),
         jobs: job_reader,
         services: svc_reader,
+        claims: claim_reader,
         pods: pod_reader,
         recorder: Recorder::new(client.clone(), Reporter { controller: "jobset-controller".into(), instance: None }),
         config,
         metrics,
         written: Mutex::default(),
     });
-    controller
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "jobset reconcile");
-            }
-        })
-        .await;
+    let reconciles = controller.run(reconcile, error_policy, ctx).for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "jobset reconcile");
+        }
+    });
+    // The claim cache lives exactly as long as the controller.
+    tokio::select! {
+        _ = reconciles => {}
+        _ = claim_cache => {}
+    }
 }
