@@ -39,9 +39,6 @@ pub const NO_SCHEDULE_TAINT: &str = "alpha.jobset.sigs.k8s.io/no-schedule";
 /// The value of `spec.managedBy` that means "the built-in controller".
 pub const JOBSET_CONTROLLER_NAME: &str = "jobset.sigs.k8s.io/jobset-controller";
 
-/// Job completion index annotation set by the Job controller on Indexed Job pods.
-pub const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
-
 // Condition types.
 pub const COND_COMPLETED: &str = "Completed";
 pub const COND_FAILED: &str = "Failed";

@@ -42,6 +42,8 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
+use jobset_api::jobset::keys::{JOB_INDEX, JOBSET_UID};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::oneshot;
 
@@ -55,12 +57,6 @@ use crate::config::SimRule;
 pub const PREFIX: &str = "sim.jobset.x-k8s.io/";
 /// The Job completion index annotation (and label) on Indexed Job pods.
 pub const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
-/// The JobSet uid label on the pods of a JobSet's child Jobs.
-pub const JOBSET_UID: &str = "jobset.sigs.k8s.io/jobset-uid";
-/// The label with the child Job's index within its replicated job.
-pub const JOB_INDEX: &str = "jobset.sigs.k8s.io/job-index";
-/// The label with the name of the Job that owns a pod.
-pub const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 /// Exit code of a container that was stopped (SIGTERM).
 pub const KILLED_EXIT_CODE: i32 = 143;
 
