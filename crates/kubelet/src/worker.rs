@@ -11,6 +11,8 @@
 //! graceful stop runs the container's preStop hook first (in a task of its own), bounded by the
 //! grace period, then kills with what is left of it (at least
 //! [`AgentConfig::min_kill_grace_after_pre_stop`](crate::AgentConfig) after a preStop hook).
+//! A sidecar's preStop hook starts with the pod's termination, beside the regular containers';
+//! the sidecar's own kill comes later and waits for that hook.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -60,6 +62,9 @@ struct Worker {
     term_deadline: Option<tokio::time::Instant>,
     /// Runs whose preStop hook already ran (sidecars' run beside the regular containers').
     pre_stopped: HashSet<(CRef, u32)>,
+    /// Sidecars' preStop hooks started with the pod's termination: the sidecar's kill waits for
+    /// its hook, as a container's SIGTERM always follows its preStop.
+    early_pre_stops: HashMap<(CRef, u32), tokio::task::JoinHandle<()>>,
 }
 
 enum Flush {
@@ -166,6 +171,20 @@ impl Worker {
         let run = self.machine().container(c);
         let Some(id) = run.container_id.clone() else { return };
         let restart_count = run.restart_count;
+        let min = self.ctx.cfg.min_kill_grace_after_pre_stop;
+        if let Some(hook_task) = self.early_pre_stops.remove(&(c, restart_count))
+            && !grace.is_zero()
+        {
+            let target = self.target(c, id);
+            let task = tokio::spawn(async move {
+                let began = tokio::time::Instant::now();
+                let _ = tokio::time::timeout(grace, hook_task).await;
+                let rest = grace.saturating_sub(began.elapsed()).max(min);
+                target.runtime.kill(&target.id, rest);
+            });
+            self.stoppers.push(task.abort_handle());
+            return;
+        }
         let hook = self.container_spec(c).lifecycle.and_then(|l| l.pre_stop).map(|h| Action::of_handler(&h));
         // No grace (a force deletion): no hook either.
         let hook = hook.filter(|_| pre_stop && !grace.is_zero() && self.pre_stopped.insert((c, restart_count)));
@@ -174,7 +193,6 @@ impl Worker {
             return;
         };
         let target = self.target(c, id);
-        let min = self.ctx.cfg.min_kill_grace_after_pre_stop;
         let task = tokio::spawn(async move {
             let began = tokio::time::Instant::now();
             if let Err(e) = crate::probe::run_handler(&target, &hook, grace).await {
@@ -212,6 +230,7 @@ impl Worker {
                 }
             });
             self.stoppers.push(task.abort_handle());
+            self.early_pre_stops.insert((c, rc), task);
         }
     }
 
@@ -378,6 +397,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         stoppers: Vec::new(),
         term_deadline: None,
         pre_stopped: HashSet::new(),
+        early_pre_stops: HashMap::new(),
     };
     if was_lost {
         tracing::info!(pod = %w.placement.name, "the pod's containers are gone after an agent restart: failing it");
