@@ -651,7 +651,7 @@ fn watch(
         Box::new(served_bytes)
     };
     let bookmarks = flag(q, "allowWatchBookmarks").then(|| bookmark_interval(server.config.bookmark_interval));
-    let (replay, rx, start_rv, done) = match server.store.watch(&sdef, from) {
+    let (replay, rx, start_rv, done) = match server.store.watch(&sdef, from, filter.fields.first_exact()) {
         Ok(w) => (w.replay.into(), w.rx, from.unwrap_or(w.rv).max(w.rv), false),
         // kube's watcher relists on an ERROR event, not on an HTTP 410: answer 200 and say it in the stream.
         Err(e) => {
@@ -666,7 +666,7 @@ fn watch(
         replay,
         rx,
         start_rv,
-        deadline: tokio::time::Instant::now() + timeout,
+        deadline: Box::pin(tokio::time::sleep(timeout)),
         bookmarks,
         render,
         done,

@@ -880,6 +880,11 @@ impl FieldSelector {
         self.terms.iter().map(|t| t.field.as_str())
     }
 
+    /// The first `field=value` term, if any: every object the selector matches has that value.
+    pub fn first_exact(&self) -> Option<(&str, &str)> {
+        self.terms.iter().find(|t| t.equal).map(|t| (t.field.as_str(), t.value.as_str()))
+    }
+
     /// `RequiresExactMatch`: the value of the first `field=value` term for `field`, if any.
     pub fn exact_value(&self, field: &str) -> Option<&str> {
         self.terms.iter().find(|t| t.equal && t.field == field).map(|t| t.value.as_str())

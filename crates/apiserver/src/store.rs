@@ -51,11 +51,15 @@ pub struct StoreConfig {
     pub watch_history: usize,
     /// Events a watcher may fall behind before it is sent a 410 and must relist.
     pub watch_buffer: usize,
+    /// The same for a watcher routed by a `field=value` selector (a node agent's `spec.nodeName`):
+    /// its channel carries only that value's events, and there is one channel per value watched,
+    /// so it is smaller.
+    pub route_buffer: usize,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { watch_history: 10_000, watch_buffer: 20_000 }
+        StoreConfig { watch_history: 10_000, watch_buffer: 20_000, route_buffer: 1024 }
     }
 }
 
@@ -65,6 +69,43 @@ struct Table {
     /// Events at or below this resourceVersion are no longer in `history`.
     compacted: u64,
     tx: broadcast::Sender<Arc<Event>>,
+    /// field → value → the channel of watchers whose selector requires `field=value`. An event goes
+    /// to the channels of its object's and its previous state's values only, so 5,000 node agents
+    /// do not each filter every pod event.
+    routes: HashMap<String, HashMap<String, broadcast::Sender<Arc<Event>>>>,
+    /// Routed subscriptions since the last sweep of channels nobody listens to any more.
+    routed_since_sweep: usize,
+}
+
+impl Table {
+    fn subscribe(&mut self, route: Option<(&str, &str)>, cfg: &StoreConfig) -> broadcast::Receiver<Arc<Event>> {
+        let Some((field, value)) = route else { return self.tx.subscribe() };
+        let values = self.routes.entry(field.to_string()).or_default();
+        // Amortized: a sweep visits fewer than twice as many channels as subscriptions made since
+        // the last one.
+        self.routed_since_sweep += 1;
+        if self.routed_since_sweep * 2 > values.len() {
+            values.retain(|_, tx| tx.receiver_count() > 0);
+            self.routed_since_sweep = 0;
+        }
+        values.entry(value.to_string()).or_insert_with(|| broadcast::channel(cfg.route_buffer.max(1)).0).subscribe()
+    }
+
+    fn send(&mut self, def: &ResourceDef, ev: &Arc<Event>) {
+        // No receivers is fine: nobody watches this resource right now.
+        let _ = self.tx.send(ev.clone());
+        for (field, values) in &mut self.routes {
+            let now = ev.obj.field(def, field).unwrap_or_default();
+            let before = ev.prev.as_ref().map(|p| p.field(def, field).unwrap_or_default());
+            for value in std::iter::once(now).chain(before.filter(|b| *b != now)) {
+                if let Some(tx) = values.get(value)
+                    && tx.send(ev.clone()).is_err()
+                {
+                    values.remove(value);
+                }
+            }
+        }
+    }
 }
 
 struct State {
@@ -86,6 +127,8 @@ impl State {
             history: VecDeque::new(),
             compacted: start,
             tx: broadcast::channel(cfg.watch_buffer.max(1)).0,
+            routes: HashMap::new(),
+            routed_since_sweep: 0,
         })
     }
     fn lookup(&self, key: &Key) -> Option<&Arc<Obj>> {
@@ -193,12 +236,19 @@ impl Store {
         (out, rv, false)
     }
 
-    /// Starts a watch: from `from` (exclusive) when given, else with a synthetic ADDED per current object.
-    pub fn watch(&self, def: &ResourceDef, from: Option<u64>) -> Result<WatchStart, ApiError> {
+    /// Starts a watch: from `from` (exclusive) when given, else with a synthetic ADDED per current
+    /// object. With a `route` (field, value), the live feed carries only events whose object had
+    /// or has that value: a superset of what a selector requiring `field=value` matches.
+    pub fn watch(
+        &self,
+        def: &ResourceDef,
+        from: Option<u64>,
+        route: Option<(&str, &str)>,
+    ) -> Result<WatchStart, ApiError> {
         let mut state = self.lock();
         let rv = state.rv;
         let table = state.table(&def.storage_key(), &self.config);
-        let rx = table.tx.subscribe();
+        let rx = table.subscribe(route, &self.config);
         let replay = match from {
             None => table
                 .objects
@@ -243,8 +293,7 @@ impl Store {
                     table.compacted = old.rv;
                 }
             }
-            // No receivers is fine: nobody watches this resource right now.
-            let _ = table.tx.send(ev.clone());
+            table.send(&def, &ev);
             if def.is_crd() {
                 self.crd_changed(&ev);
             }
@@ -441,5 +490,60 @@ impl Txn<'_> {
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out.dedup_by(|a, b| a.0 == b.0);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::Memory;
+    use serde_json::json;
+
+    fn pods_store() -> (Store, Arc<ResourceDef>) {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        (Store::open(Box::new(Memory), registry, StoreConfig::default()).unwrap(), def)
+    }
+
+    fn put_pod(store: &Store, def: &Arc<ResourceDef>, name: &str, node: &str) {
+        let pod = json!({"metadata": {"name": name, "namespace": "default"}, "spec": {"nodeName": node}});
+        store.write(|txn| Ok(txn.put(def, pod))).unwrap();
+    }
+
+    /// (pod, node) of each event received so far.
+    fn received(def: &ResourceDef, rx: &mut broadcast::Receiver<Arc<Event>>) -> Vec<(String, String)> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|e| (e.obj.name.clone(), e.obj.field(def, "spec.nodeName").unwrap_or_default().to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_routed_watch_receives_only_events_whose_object_had_or_has_its_value() {
+        let (store, def) = pods_store();
+        let mut n1 = store.watch(&def, None, Some(("spec.nodeName", "n1"))).unwrap().rx;
+        let mut all = store.watch(&def, None, None).unwrap().rx;
+        put_pod(&store, &def, "a", "");
+        put_pod(&store, &def, "b", "n2");
+        put_pod(&store, &def, "a", "n1");
+        put_pod(&store, &def, "a", "n1");
+        // Leaving the value is delivered too, so the watcher can turn it into DELETED.
+        put_pod(&store, &def, "a", "n3");
+        put_pod(&store, &def, "b", "n3");
+        let moved = |n: &str| ("a".to_string(), n.to_string());
+        assert_eq!(received(&def, &mut n1), [moved("n1"), moved("n1"), moved("n3")]);
+        assert_eq!(received(&def, &mut all).len(), 6);
+    }
+
+    #[test]
+    fn channels_of_values_nobody_watches_any_more_are_dropped() {
+        let (store, def) = pods_store();
+        for i in 0..100 {
+            drop(store.watch(&def, None, Some(("spec.nodeName", &format!("n{i}")))).unwrap());
+        }
+        let _live = store.watch(&def, None, Some(("spec.nodeName", "kept"))).unwrap();
+        let state = store.lock();
+        let values = &state.tables[&def.storage_key()].routes["spec.nodeName"];
+        assert!(values.len() < 100, "{} channels kept for 1 watcher", values.len());
+        assert!(values.contains_key("kept"));
     }
 }

@@ -2,13 +2,14 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
-use tokio::time::{Instant, Interval};
+use tokio::time::{Instant, Interval, Sleep};
 
 use crate::error::ApiError;
 use crate::http::ApiServer;
@@ -45,7 +46,8 @@ pub struct WatchStream {
     pub rx: broadcast::Receiver<Arc<Event>>,
     /// Live events at or below this were covered by the replay.
     pub start_rv: u64,
-    pub deadline: Instant,
+    /// The watch's end (`timeoutSeconds`): one timer for the stream's life, not one per event.
+    pub deadline: Pin<Box<Sleep>>,
     pub bookmarks: Option<Interval>,
     pub render: Render,
     pub done: bool,
@@ -106,7 +108,7 @@ impl WatchStream {
                 }
             };
             tokio::select! {
-                _ = tokio::time::sleep_until(self.deadline) => return None,
+                _ = self.deadline.as_mut() => return None,
                 _ = tick => {
                     if let Some(b) = self.bookmark() {
                         return Some(b);

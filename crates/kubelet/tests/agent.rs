@@ -35,7 +35,7 @@ impl Env {
         // watch that starts from a list made before that is told 410 and relists (harmless for the
         // agent, but the tests want to see every event).
         let def = server.registry().get("", "v1", "pods").unwrap();
-        let _ = server.store.watch(&def, None);
+        let _ = server.store.watch(&def, None, None);
         Env {
             client: server.client(),
             runtime: Arc::new(SimulatedRuntime::new(SimulationState::new())),

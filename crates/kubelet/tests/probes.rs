@@ -32,7 +32,7 @@ impl Env {
         let dir = tempfile::tempdir_in("/var/tmp").unwrap();
         let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), ServerConfig::default()).unwrap();
         let def = server.registry().get("", "v1", "pods").unwrap();
-        let _ = server.store.watch(&def, None);
+        let _ = server.store.watch(&def, None, None);
         let client = server.client();
         let cfg = AgentConfig {
             heartbeat_interval: Duration::from_millis(100),

@@ -283,7 +283,7 @@ async fn a_pod_exiting_3_through_the_agent_fails_with_code_3() {
     let config = ServerConfig { log_dir: Some(logs.path().to_path_buf()), ..ServerConfig::default() };
     let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), config).unwrap();
     let def = server.registry().get("", "v1", "pods").unwrap();
-    let _ = server.store.watch(&def, None);
+    let _ = server.store.watch(&def, None, None);
     let client = server.client();
     let cfg = AgentConfig {
         heartbeat_interval: Duration::from_millis(100),
