@@ -713,7 +713,7 @@ fn delete_key(
     }
     let propagation = opts.propagation.unwrap_or_else(|| def.default_propagation());
     let mut finalizers = cur.finalizers.clone();
-    let has_dependents = !txn.dependents(&cur.uid).is_empty();
+    let has_dependents = txn.iter_dependents(&cur.uid).next().is_some();
     match propagation {
         Propagation::Foreground if has_dependents && !finalizers.iter().any(|f| f == FOREGROUND) => {
             finalizers.push(FOREGROUND.into())
@@ -843,7 +843,7 @@ fn collect_dependent(txn: &mut Txn<'_>, key: &Key, dep: &Arc<Obj>, work: &mut Ve
         return Ok(());
     }
     let def = def_of(txn, key)?;
-    let has_dependents = !txn.dependents(&dep.uid).is_empty();
+    let has_dependents = txn.iter_dependents(&dep.uid).next().is_some();
     let propagation =
         if !waiting.is_empty() && has_dependents { Propagation::Foreground } else { Propagation::Background };
     delete_key(txn, &def, key, &DeleteOptions { propagation: Some(propagation), ..Default::default() }, work)
@@ -875,8 +875,7 @@ fn settle(txn: &mut Txn<'_>, mut work: VecDeque<Work>) -> Result<()> {
                     continue;
                 }
                 let blocked = txn
-                    .dependents(&uid)
-                    .iter()
+                    .iter_dependents(&uid)
                     .any(|(_, d)| d.owners.iter().any(|r| r.uid == uid && r.block_owner_deletion));
                 if !blocked {
                     let def = def_of(txn, &key)?;

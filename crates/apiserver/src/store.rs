@@ -387,17 +387,16 @@ impl Txn<'_> {
 
     /// Objects that currently list `uid` among their owners.
     pub fn dependents(&self, uid: &str) -> Vec<(Key, Arc<Obj>)> {
-        let mut out: Vec<(Key, Arc<Obj>)> = self
-            .state
-            .dependents
-            .get(uid)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| Some((k.clone(), self.get(k)?)))
-            .filter(|(_, o)| o.owners.iter().any(|r| r.uid == uid))
-            .collect();
+        let mut out: Vec<(Key, Arc<Obj>)> = self.iter_dependents(uid).map(|(k, o)| (k.clone(), o)).collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         out
+    }
+
+    /// The objects naming `uid` as an owner, unordered and without copying keys: a check over
+    /// them runs each time one of a Job's pods goes.
+    pub fn iter_dependents<'t>(&'t self, uid: &'t str) -> impl Iterator<Item = (&'t Key, Arc<Obj>)> + 't {
+        let keys = self.state.dependents.get(uid).into_iter().flatten();
+        keys.filter_map(|k| Some((k, self.get(k)?))).filter(move |(_, o)| o.owners.iter().any(|r| r.uid == uid))
     }
 
     /// Keys of every object in a namespace, across all resources.

@@ -10,6 +10,11 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+// The control plane allocates and frees small JSON values at a high rate from many threads; glibc's
+// allocator spent ~40% of a 5,000-pod restart's CPU in malloc and free (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod apply;
 // bench.rs is maintained separately; it trips this lint on newer clippy.
 mod bench;
