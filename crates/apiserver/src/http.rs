@@ -14,6 +14,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
 use crate::admission::Admission;
+use crate::auth::{ResourceRequest, User};
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::object::Obj;
@@ -450,6 +451,24 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
     let ResPath { def, ns, name, sub } = rp;
+    // In-process callers carry no user: they are the control plane itself.
+    let pod_user = match req.extensions().get::<User>() {
+        Some(User::Pod(id)) => {
+            let r = ResourceRequest {
+                method: &method,
+                def: &def,
+                namespace: ns.as_deref(),
+                name: name.as_deref(),
+                subresource: sub.map(|s| s.name()),
+                watch: flag(&q, "watch"),
+                field_selector: q.get("fieldSelector").map(String::as_str),
+            };
+            crate::auth::authorize(id, &r)?;
+            Some(id.clone())
+        }
+        _ => None,
+    };
+
     // Writes and reads go to the stored resource; responses are rendered as `def`.
     let view = def.view;
     let sdef = match view {
@@ -464,6 +483,15 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
         None => v,
     };
     let nsv = ns.clone().unwrap_or_default();
+    // What a pod's own token writes to its pod is checked before the change is committed.
+    let check_write = |txn: &Txn<'_>, o: &Arc<Obj>| match &pod_user {
+        Some(id) => {
+            let old = txn.committed(&Txn::key(&sdef, &nsv, &o.name));
+            let old = old.map(|p| p.value()).unwrap_or_default();
+            crate::auth::check_pod_write(id, &def, &old, &o.value())
+        }
+        None => Ok(()),
+    };
     match (method.clone(), name, sub) {
         (Method::GET, None, None) => {
             let filter = filter_from(&def, &sdef, ns, &q)?;
@@ -509,7 +537,12 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             let target = if sub.is_some() { Target::Status } else { Target::Main };
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
-            let o = write(&server, |txn| ops::update(txn, &server.ctx(), &sdef, &nsv, &name, v, target, None)).await?;
+            let o = write(&server, |txn| {
+                let o = ops::update(txn, &server.ctx(), &sdef, &nsv, &name, v, target, None)?;
+                check_write(txn, &o)?;
+                Ok(o)
+            })
+            .await?;
             Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
         }
         (Method::PATCH, Some(name), None | Some(Subresource::Status)) => {
@@ -525,9 +558,12 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
                 }
             }
             let body = read_body(&server, req.into_body()).await?;
-            let (o, created) =
-                write(&server, |txn| ops::patch(txn, &server.ctx(), &sdef, &nsv, &name, kind, &body, target, view))
-                    .await?;
+            let (o, created) = write(&server, |txn| {
+                let out = ops::patch(txn, &server.ctx(), &sdef, &nsv, &name, kind, &body, target, view)?;
+                check_write(txn, &out.0)?;
+                Ok(out)
+            })
+            .await?;
             Ok(object_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &def, &o, &acc, &q))
         }
         (Method::DELETE, name, None) => {

@@ -5,6 +5,7 @@
 //! not know survive a round trip.
 
 pub mod admission;
+pub mod auth;
 mod builtin;
 pub mod discovery;
 pub mod error;
@@ -91,6 +92,12 @@ impl ApiServer {
     /// A `kube::Client` bound to this server in-process: no network, no token. Needs a Tokio runtime.
     pub fn client(self: &Arc<Self>) -> kube::Client {
         kube::Client::new(self.router(), "default")
+    }
+
+    /// Whether the pod a token is bound to still exists (the same pod: same uid).
+    pub fn pod_exists(&self, id: &auth::PodIdentity) -> bool {
+        let def = self.registry().get("", "v1", "pods").expect("built in");
+        self.store.get(&def, &id.namespace, &id.pod).is_some_and(|p| p.uid == id.uid)
     }
 
     /// Deletes dependents whose owners are gone (objects created with an owner that no longer exists).

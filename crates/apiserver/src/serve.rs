@@ -9,6 +9,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
+use crate::auth::{PodTokens, User};
 use crate::error::ApiError;
 use crate::http::ApiServer;
 
@@ -17,18 +18,39 @@ fn public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/readyz" | "/livez")
 }
 
-async fn authenticate(State(token): State<Arc<String>>, req: Request, next: Next) -> Response {
+struct Auth {
+    token: String,
+    pod_tokens: PodTokens,
+    server: Arc<ApiServer>,
+}
+
+async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
     let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if public(req.uri().path()) || crate::tls::token_matches(&token, header) {
-        next.run(req).await
-    } else {
-        ApiError::unauthorized().into_response()
+    if public(req.uri().path()) || crate::tls::token_matches(&auth.token, header) {
+        return next.run(req).await;
+    }
+    let bearer = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim);
+    match bearer.and_then(|t| auth.pod_tokens.verify(t)).filter(|id| auth.server.pod_exists(id)) {
+        // A pod's token reaches discovery and resources only (authorized per request there).
+        Some(id) if req.uri().path().starts_with("/api") => {
+            req.extensions_mut().insert(User::Pod(id));
+            next.run(req).await
+        }
+        Some(id) => ApiError::new(
+            403,
+            "Forbidden",
+            format!("forbidden: User \"{}\" cannot get path \"{}\"", id.username(), req.uri().path()),
+        )
+        .into_response(),
+        None => ApiError::unauthorized().into_response(),
     }
 }
 
-/// The router behind the listener: the API plus token authentication.
+/// The router behind the listener: the API plus authentication by the server's token or a
+/// pod-bound token ([`crate::auth`]).
 pub fn authenticated_router(server: &Arc<ApiServer>, token: String) -> axum::Router {
-    server.router().layer(axum::middleware::from_fn_with_state(Arc::new(token), authenticate))
+    let auth = Auth { pod_tokens: PodTokens::new(&token), token, server: server.clone() };
+    server.router().layer(axum::middleware::from_fn_with_state(Arc::new(auth), authenticate))
 }
 
 /// Serves HTTPS on `listener` until `shutdown` completes.

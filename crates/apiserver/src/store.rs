@@ -372,6 +372,11 @@ impl Txn<'_> {
         (def.storage_key(), ns.to_string(), name.to_string())
     }
 
+    /// An object as it was before this transaction.
+    pub fn committed(&self, key: &Key) -> Option<Arc<Obj>> {
+        self.state.lookup(key).cloned()
+    }
+
     pub fn get(&self, key: &Key) -> Option<Arc<Obj>> {
         match self.overlay.get(key) {
             Some(v) => v.clone(),
