@@ -6,10 +6,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use jobset_apiserver::auth::{PodIdentity, PodTokens};
 use jobset_apiserver::persist::{Backend, Memory, Redb};
 use jobset_apiserver::{Admission, ApiServer, ServerConfig, tls};
 use jobset_kubelet::NodeConfig;
+use jobset_kubelet::runtime::process::{ProcessConfig, ServiceAccountSource};
 use jobset_local::{LocalCluster, LocalConfig};
+use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -85,7 +88,19 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
             let mut local = LocalConfig::with_nodes(0);
             local.nodes = nodes.clone();
             if opts.runtime == "process" {
-                local.runtime = jobset_local::RuntimeKind::Process(Default::default());
+                // Pods reach this server with a token bound to them (the in-place restart agent
+                // uses the standard in-cluster configuration).
+                let tokens = std::sync::Arc::new(PodTokens::new(&creds.token));
+                let service_account = ServiceAccountSource {
+                    host: bound.ip().to_string(),
+                    port: bound.port(),
+                    ca_pem: creds.ca_cert_pem.clone(),
+                    token: std::sync::Arc::new(move |pod: &Pod| {
+                        tokens.issue(&PodIdentity::of(&serde_json::to_value(pod).unwrap_or_default()))
+                    }),
+                };
+                let process = ProcessConfig { service_account: Some(service_account), ..ProcessConfig::default() };
+                local.runtime = jobset_local::RuntimeKind::Process(process);
             }
             local.agent.default_run_duration = opts.timing.default_run_duration;
             local.agent.heartbeat_interval = opts.timing.heartbeat_interval;

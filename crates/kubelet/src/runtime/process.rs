@@ -115,6 +115,68 @@ pub struct ProcessConfig {
     pub log_max_bytes: u64,
     /// How many rotated log files (`<n>.log.<timestamp>`) are kept per run (default 5).
     pub log_max_files: usize,
+    /// An API identity for pods, as Kubernetes gives them: `token`, `ca.crt` and `namespace`
+    /// read-only at [`SERVICE_ACCOUNT_DIR`] (isolated containers only) and
+    /// `KUBERNETES_SERVICE_HOST`/`_PORT`, unless the pod sets `automountServiceAccountToken:
+    /// false` or mounts something there itself. `None`: pods get no identity.
+    pub service_account: Option<ServiceAccountSource>,
+}
+
+/// Where Kubernetes mounts a pod's service-account credentials (what in-cluster clients read).
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The API server pods reach and the tokens bound to them.
+#[derive(Clone)]
+pub struct ServiceAccountSource {
+    pub host: String,
+    pub port: u16,
+    /// PEM of the CA the API server's certificate chains to.
+    pub ca_pem: String,
+    /// Issues a token bound to the pod.
+    pub token: std::sync::Arc<dyn Fn(&Pod) -> String + Send + Sync>,
+}
+
+impl std::fmt::Debug for ServiceAccountSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServiceAccountSource({}:{})", self.host, self.port)
+    }
+}
+
+/// The volume, mount and environment that give a container its pod's API identity, if it gets one.
+pub fn service_account_plan(
+    req: &StartRequest,
+    sa: &ServiceAccountSource,
+    sandbox: &Path,
+) -> Option<(VolumePlan, Mount, [(String, String); 2])> {
+    let spec = req.pod.spec.as_ref();
+    let own_mount =
+        req.container.volume_mounts.iter().flatten().any(|m| m.mount_path.trim_end_matches('/') == SERVICE_ACCOUNT_DIR);
+    if spec.and_then(|s| s.automount_service_account_token) == Some(false) || own_mount {
+        return None;
+    }
+    let namespace = req.pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let file = |path: &str, data: Vec<u8>| volumes::VolumeFile { path: path.into(), data, mode: 0o644 };
+    let source = sandbox.join("volumes").join("kube-api-access");
+    let volume = VolumePlan {
+        name: "kube-api-access".into(),
+        source: source.clone(),
+        prepare: volumes::Prepare::Files(vec![
+            file("token", (sa.token)(&req.pod).into_bytes()),
+            file("ca.crt", sa.ca_pem.clone().into_bytes()),
+            file("namespace", namespace.into_bytes()),
+        ]),
+        read_only: true,
+    };
+    let mount = Mount {
+        volume: volume.name.clone(),
+        source,
+        target: PathBuf::from(SERVICE_ACCOUNT_DIR),
+        read_only: true,
+        sub_path: false,
+    };
+    let env =
+        [("KUBERNETES_SERVICE_HOST".into(), sa.host.clone()), ("KUBERNETES_SERVICE_PORT".into(), sa.port.to_string())];
+    Some((volume, mount, env))
 }
 
 impl Default for ProcessConfig {
@@ -126,6 +188,7 @@ impl Default for ProcessConfig {
             hosts_dir: None,
             log_max_bytes: 10 << 20,
             log_max_files: 5,
+            service_account: None,
         }
     }
 }
@@ -823,10 +886,21 @@ impl Runtime for ProcessRuntime {
             Ok(p) => p,
             Err(e) => return ready(Err(e)),
         };
-        let (volumes, mounts) = match plan_volumes(&req, &self.state_dir) {
+        let (mut volumes, mut mounts) = match plan_volumes(&req, &self.state_dir) {
             Ok(v) => v,
             Err(e) => return ready(Err(e)),
         };
+        let mut plan = plan;
+        let sa = self.config.service_account.as_ref();
+        if let Some((volume, mount, env)) =
+            sa.and_then(|sa| service_account_plan(&req, sa, &sandbox_dir(&self.state_dir, &req.pod)))
+        {
+            volumes.push(volume);
+            mounts.push(mount);
+            for (k, v) in env {
+                plan.env.entry(k).or_insert(v);
+            }
+        }
         let spawner = match self.spawner() {
             Ok(s) => s,
             Err(e) => return ready(Err(e)),
@@ -1045,6 +1119,36 @@ mod tests {
             pod_ip: "10.0.0.5".into(),
             resources: Arc::default(),
         }
+    }
+
+    #[test]
+    fn pods_get_their_bound_token_ca_and_namespace_unless_they_opt_out() {
+        let sa = ServiceAccountSource {
+            host: "127.0.0.1".into(),
+            port: 6443,
+            ca_pem: "CA".into(),
+            token: Arc::new(|p: &Pod| format!("token-of-{}", p.metadata.name.clone().unwrap_or_default())),
+        };
+        let sandbox = Path::new("/state/pods/u1");
+        let c = json!({"name": "agent", "image": "i"});
+        let req = request(json!({"metadata": {"name": "w-0", "namespace": "ns"}}), c.clone());
+        let (volume, mount, env) = service_account_plan(&req, &sa, sandbox).expect("mounted by default");
+        let volumes::Prepare::Files(files) = &volume.prepare else { panic!("{:?}", volume.prepare) };
+        let files: Vec<(&str, &[u8])> = files.iter().map(|f| (f.path.as_str(), f.data.as_slice())).collect();
+        assert_eq!(files, [("token", &b"token-of-w-0"[..]), ("ca.crt", b"CA"), ("namespace", b"ns")]);
+        assert!(volume.read_only && mount.read_only);
+        assert_eq!(mount.target, Path::new(SERVICE_ACCOUNT_DIR));
+        assert_eq!(mount.source, sandbox.join("volumes/kube-api-access"));
+        assert_eq!(env[0], ("KUBERNETES_SERVICE_HOST".to_string(), "127.0.0.1".to_string()));
+        assert_eq!(env[1], ("KUBERNETES_SERVICE_PORT".to_string(), "6443".to_string()));
+
+        let opted_out = request(
+            json!({"metadata": {"name": "w-0"}, "spec": {"containers": [], "automountServiceAccountToken": false}}),
+            c,
+        );
+        assert!(service_account_plan(&opted_out, &sa, sandbox).is_none());
+        let own = json!({"name": "agent", "image": "i", "volumeMounts": [{"name": "v", "mountPath": format!("{SERVICE_ACCOUNT_DIR}/")}]});
+        assert!(service_account_plan(&request(json!({"metadata": {"name": "w-0"}}), own), &sa, sandbox).is_none());
     }
 
     #[test]
