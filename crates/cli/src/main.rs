@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod agent;
 mod apply;
 // bench.rs is maintained separately; it trips this lint on newer clippy.
 mod bench;
@@ -89,6 +90,9 @@ enum Command {
     Events(events::EventsArgs),
     /// Run a command in a running container of a local (process runtime) pod.
     Exec(exec::ExecArgs),
+    /// Run the JobSet in-place restart agent in a pod (configured by environment variables,
+    /// see docs/in-place-restart.md); exits with the code that restarts the pod in place.
+    Agent(agent::AgentArgs),
     /// Print performance figures.
     Bench {
         #[command(subcommand)]
@@ -106,11 +110,12 @@ fn main() {
         }
     };
     // The client commands keep the embedded cluster's logs (run) and kube's quiet by default.
-    let default_filter = if matches!(cli.command, Command::Up(_) | Command::Bench { .. } | Command::Node { .. }) {
-        "info"
-    } else {
-        "warn"
-    };
+    let default_filter =
+        if matches!(cli.command, Command::Up(_) | Command::Bench { .. } | Command::Node { .. } | Command::Agent(_)) {
+            "info"
+        } else {
+            "warn"
+        };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("JOBSET_LOG").unwrap_or_else(|_| default_filter.into()),
@@ -157,6 +162,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Delete(args) => delete::run(args).await,
         Command::Events(args) => events::run(args).await,
         Command::Exec(args) => exec::run(args).await,
+        Command::Agent(args) => agent::run(args).await,
     }
 }
 

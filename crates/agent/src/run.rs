@@ -1,0 +1,199 @@
+//! The async shell: watches the agent's own JobSet, feeds [`decide::step`] and carries out its
+//! actions against the API server, the barrier and the worker.
+
+use std::future::Future;
+use std::pin::pin;
+
+use futures::StreamExt;
+use jobset_api::jobset::JobSet;
+use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+
+use crate::backoff::JitteredBackoff;
+use crate::barrier::Barrier;
+use crate::config::{AgentConfig, BackoffConfig, Endpoint, EndpointChoice, barrier_endpoint_from_pod};
+use crate::decide::{self, Action, Input, Observed, Policy, State};
+use crate::worker::Worker;
+
+/// The field manager of the attempt annotation.
+pub const FIELD_MANAGER: &str = "jobset-in-place-restart-agent";
+
+/// Runs the agent until it must exit; returns the exit code: the configured in-place restart code
+/// when its attempt is deprecated, the worker's code in main-container mode, or what `stop`
+/// yields (see [`termination_signal`]). `worker: None` is sidecar mode.
+pub async fn run<B: Barrier, W: Worker>(
+    cfg: AgentConfig,
+    client: Client,
+    mut barrier: B,
+    mut worker: Option<W>,
+    stop: impl Future<Output = i32>,
+) -> i32 {
+    let policy = Policy { exit_code: cfg.exit_code, keep_watch: cfg.worker.as_ref().is_some_and(|w| w.keep_watch) };
+    let mut state = State::initial(worker.is_some());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let jobsets: Api<JobSet> = Api::namespaced(client, &cfg.namespace);
+    // Only its own JobSet: a namespace may hold many, each with thousands of agents.
+    let selector = format!("metadata.name={}", cfg.jobset_name);
+    let mut events =
+        pin!(watcher(jobsets, watcher::Config::default().fields(&selector)).backoff(JitteredBackoff::new(cfg.backoff)));
+    let mut stop = pin!(stop);
+    tracing::info!(namespace = %cfg.namespace, jobset = %cfg.jobset_name, pod = %cfg.pod_name, "agent started");
+
+    loop {
+        let input = tokio::select! {
+            code = &mut stop => return shut_down(code, worker).await,
+            event = events.next() => match event {
+                Some(Ok(watcher::Event::Apply(js) | watcher::Event::InitApply(js))) => Input::JobSet(Observed::of(&js)),
+                Some(Ok(watcher::Event::Delete(_))) => {
+                    tracing::info!("the JobSet was deleted");
+                    continue;
+                }
+                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
+                // The back-off pauses the stream before the watcher retries.
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "watching the JobSet");
+                    continue;
+                }
+                None => {
+                    tracing::error!("the JobSet watch ended");
+                    return 1;
+                }
+            },
+            code = exited(&mut worker, state.worker == decide::WorkerState::Running) => Input::WorkerExited(code),
+        };
+        let (next, actions) = decide::step(state, input, &policy);
+        tracing::debug!(?input, ?actions, "step");
+        state = next;
+        // A signal also ends a write still retrying.
+        tokio::select! {
+            code = &mut stop => return shut_down(code, worker).await,
+            exit = execute(&actions, &cfg, &pods, &mut barrier, &mut worker) => if let Some(code) = exit {
+                return code;
+            },
+        }
+    }
+}
+
+async fn exited<W: Worker>(worker: &mut Option<W>, running: bool) -> i32 {
+    match worker {
+        Some(w) if running => w.wait().await,
+        _ => std::future::pending().await,
+    }
+}
+
+async fn shut_down<W: Worker>(code: i32, worker: Option<W>) -> i32 {
+    tracing::info!(code, "stopping");
+    if let Some(mut w) = worker {
+        w.stop().await;
+    }
+    code
+}
+
+/// Carries out `actions` in order; `Some(code)` when the agent must exit.
+async fn execute<B: Barrier, W: Worker>(
+    actions: &[Action],
+    cfg: &AgentConfig,
+    pods: &Api<Pod>,
+    barrier: &mut B,
+    worker: &mut Option<W>,
+) -> Option<i32> {
+    for action in actions {
+        match *action {
+            Action::Annotate(n) => annotate(pods, &cfg.pod_name, n, cfg.backoff).await,
+            Action::LiftBarrier => {
+                tracing::info!("barrier lifted");
+                barrier.lift();
+            }
+            Action::StartWorker => {
+                if let Some(w) = worker.as_mut()
+                    && let Err(e) = w.start()
+                {
+                    tracing::error!(error = %e, "starting the worker");
+                    return Some(1);
+                }
+            }
+            Action::KillWorker => {
+                if let Some(w) = worker.as_mut() {
+                    w.stop().await;
+                }
+            }
+            Action::Exit(code) => {
+                tracing::info!(code, "attempt deprecated or worker done; exiting");
+                return Some(code);
+            }
+        }
+    }
+    None
+}
+
+/// Server-side applies the attempt annotation, retrying until it is written.
+async fn annotate(pods: &Api<Pod>, pod: &str, attempt: i32, backoff: BackoffConfig) {
+    let patch = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod, "annotations": {IN_PLACE_RESTART_ATTEMPT: attempt.to_string()}},
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut delays = JitteredBackoff::new(backoff);
+    loop {
+        match pods.patch(pod, &params, &Patch::Apply(&patch)).await {
+            Ok(_) => {
+                tracing::info!(attempt, "announced this pod's in-place restart attempt");
+                return;
+            }
+            Err(e) => {
+                let delay = delays.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "writing the pod's attempt annotation");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+}
+
+/// The barrier endpoint of sidecar mode: the configured one, else the agent container's
+/// startupProbe, read once from its own pod (retried until the GET succeeds).
+pub async fn barrier_endpoint(cfg: &AgentConfig, client: &Client) -> Endpoint {
+    if let Some(e) = &cfg.barrier {
+        return e.clone();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let mut delays = JitteredBackoff::new(cfg.backoff);
+    let pod = loop {
+        match pods.get(&cfg.pod_name).await {
+            Ok(pod) => break pod,
+            Err(e) => {
+                let delay = delays.next_delay();
+                tracing::warn!(error = %e, retry_in = ?delay, "reading the own pod for its startupProbe");
+                tokio::time::sleep(delay).await;
+            }
+        }
+    };
+    let choice = barrier_endpoint_from_pod(&pod, cfg.container_name.as_deref());
+    match &choice {
+        EndpointChoice::FromPod { container, endpoint } => {
+            tracing::info!(container, path = %endpoint.path, port = endpoint.port, "barrier endpoint from the startupProbe");
+        }
+        EndpointChoice::Default { reason } => {
+            tracing::warn!(reason, "using the default barrier endpoint; set STARTUP_PROBE_PATH/STARTUP_PROBE_PORT");
+        }
+    }
+    choice.endpoint()
+}
+
+/// Resolves to `128 + signal` on the first SIGTERM or SIGINT. The handlers are installed when this
+/// is called, not when the future is first polled.
+pub fn termination_signal() -> std::io::Result<impl Future<Output = i32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => 128 + SignalKind::terminate().as_raw_value(),
+            _ = int.recv() => 128 + SignalKind::interrupt().as_raw_value(),
+        }
+    })
+}
