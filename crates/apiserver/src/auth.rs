@@ -60,7 +60,11 @@ impl PodIdentity {
             pod: s("/metadata/name"),
             uid: s("/metadata/uid"),
             service_account: if sa.is_empty() { "default".into() } else { sa },
-            jobset: pod.pointer("/metadata/labels").and_then(|l| l.get(JOBSET_NAME)).and_then(Value::as_str).map(Into::into),
+            jobset: pod
+                .pointer("/metadata/labels")
+                .and_then(|l| l.get(JOBSET_NAME))
+                .and_then(Value::as_str)
+                .map(Into::into),
         }
     }
 
@@ -172,9 +176,7 @@ pub fn authorize(id: &PodIdentity, r: &ResourceRequest<'_>) -> Result<(), ApiErr
 
 /// A list or watch restricted by `metadata.name=<name>`.
 fn selects_only(selector: Option<&str>, name: &str) -> bool {
-    selector
-        .and_then(|s| FieldSelector::parse(s).ok())
-        .is_some_and(|f| f.exact_value("metadata.name") == Some(name))
+    selector.and_then(|s| FieldSelector::parse(s).ok()).is_some_and(|f| f.exact_value("metadata.name") == Some(name))
 }
 
 /// A pod-bound token may change only the in-place restart attempt annotation of its pod.
@@ -185,7 +187,10 @@ pub fn check_pod_write(id: &PodIdentity, def: &ResourceDef, old: &Value, new: &V
     Err(ApiError::forbidden(
         def,
         &id.pod,
-        format!("User \"{}\" may only change the annotation \"{IN_PLACE_RESTART_ATTEMPT}\" of its own pod", id.username()),
+        format!(
+            "User \"{}\" may only change the annotation \"{IN_PLACE_RESTART_ATTEMPT}\" of its own pod",
+            id.username()
+        ),
     ))
 }
 
@@ -229,10 +234,15 @@ mod tests {
         let (head, _) = t.rsplit_once('.').unwrap();
         let mut other = id();
         other.pod = "w-1".into();
-        let forged = format!("{PREFIX}{}.{}", URL_SAFE_NO_PAD.encode(serde_json::to_vec(&other).unwrap()), &t[head.len() + 1..]);
+        let forged =
+            format!("{PREFIX}{}.{}", URL_SAFE_NO_PAD.encode(serde_json::to_vec(&other).unwrap()), &t[head.len() + 1..]);
         assert_eq!(tokens.verify(&forged), None);
         assert_eq!(tokens.verify("not-a-token"), None);
     }
+
+    /// (case, (method, resource, name), namespace, subresource, fieldSelector, allowed)
+    type Case<'a> =
+        (&'a str, (&'a Method, &'a str, Option<&'a str>), Option<&'a str>, Option<&'a str>, Option<&'a str>, bool);
 
     #[test]
     fn a_pod_token_reaches_its_own_pod_and_jobset_only() {
@@ -243,7 +253,7 @@ mod tests {
         let jobsets = reg.get("jobset.x-k8s.io", "v1alpha2", "jobsets").unwrap();
         let secrets = reg.get("", "v1", "secrets").unwrap();
         let req = |method: &'static Method, def: &'static str, name: Option<&'static str>| (method, def, name);
-        let cases: Vec<(&str, (&Method, &str, Option<&str>), Option<&str>, Option<&str>, Option<&str>, bool)> = vec![
+        let cases: Vec<Case> = vec![
             // (case, (method, resource, name), namespace, subresource, fieldSelector, allowed)
             ("get own pod", req(&Method::GET, "pods", Some("w-0")), Some("ns"), None, None, true),
             ("patch own pod", req(&Method::PATCH, "pods", Some("w-0")), Some("ns"), None, None, true),
@@ -254,9 +264,23 @@ mod tests {
             ("list pods", req(&Method::GET, "pods", None), Some("ns"), None, None, false),
             ("get own jobset", req(&Method::GET, "jobsets", Some("js")), Some("ns"), None, None, true),
             ("get another jobset", req(&Method::GET, "jobsets", Some("other")), Some("ns"), None, None, false),
-            ("list own jobset by name", req(&Method::GET, "jobsets", None), Some("ns"), None, Some("metadata.name=js"), true),
+            (
+                "list own jobset by name",
+                req(&Method::GET, "jobsets", None),
+                Some("ns"),
+                None,
+                Some("metadata.name=js"),
+                true,
+            ),
             ("list every jobset", req(&Method::GET, "jobsets", None), Some("ns"), None, None, false),
-            ("list another jobset", req(&Method::GET, "jobsets", None), Some("ns"), None, Some("metadata.name=x"), false),
+            (
+                "list another jobset",
+                req(&Method::GET, "jobsets", None),
+                Some("ns"),
+                None,
+                Some("metadata.name=x"),
+                false,
+            ),
             ("patch own jobset", req(&Method::PATCH, "jobsets", Some("js")), Some("ns"), None, None, false),
             ("read a secret", req(&Method::GET, "secrets", Some("s")), Some("ns"), None, None, false),
         ];
@@ -296,13 +320,17 @@ mod tests {
     fn a_pod_write_may_change_only_the_attempt_annotation() {
         let reg = Registry::with_builtins();
         let pods = reg.get("", "v1", "pods").unwrap();
-        let old = json!({"metadata": {"name": "w-0", "resourceVersion": "5", "annotations": {"a": "1"}}, "spec": {"x": 1}});
+        let old =
+            json!({"metadata": {"name": "w-0", "resourceVersion": "5", "annotations": {"a": "1"}}, "spec": {"x": 1}});
         let ok = json!({"metadata": {"name": "w-0", "resourceVersion": "6", "managedFields": [],
                         "annotations": {"a": "1", IN_PLACE_RESTART_ATTEMPT: "3"}}, "spec": {"x": 1}});
         assert!(check_pod_write(&id(), &pods, &old, &ok).is_ok());
         for (case, new) in [
             ("another annotation", json!({"metadata": {"name": "w-0", "annotations": {"a": "2"}}, "spec": {"x": 1}})),
-            ("a label", json!({"metadata": {"name": "w-0", "labels": {"l": "v"}, "annotations": {"a": "1"}}, "spec": {"x": 1}})),
+            (
+                "a label",
+                json!({"metadata": {"name": "w-0", "labels": {"l": "v"}, "annotations": {"a": "1"}}, "spec": {"x": 1}}),
+            ),
             ("the spec", json!({"metadata": {"name": "w-0", "annotations": {"a": "1"}}, "spec": {"x": 2}})),
         ] {
             let e = check_pod_write(&id(), &pods, &old, &new).unwrap_err();

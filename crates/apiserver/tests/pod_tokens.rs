@@ -46,7 +46,8 @@ fn pod(name: &str) -> Pod {
 }
 
 fn jobsets(client: Client) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"), "jobsets");
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"), "jobsets");
     Api::namespaced_with(client, "default", &ar)
 }
 
@@ -79,7 +80,10 @@ async fn a_pod_token_reads_its_jobset_and_changes_only_its_attempt_annotation() 
         "annotations": {IN_PLACE_RESTART_ATTEMPT: "0"}}});
     let pp = PatchParams::apply("jobset-in-place-restart-agent").force();
     agent_pods.patch("w-0", &pp, &Patch::Apply(&apply)).await.unwrap();
-    assert_eq!(pods.get("w-0").await.unwrap().annotations().get(IN_PLACE_RESTART_ATTEMPT).map(String::as_str), Some("0"));
+    assert_eq!(
+        pods.get("w-0").await.unwrap().annotations().get(IN_PLACE_RESTART_ATTEMPT).map(String::as_str),
+        Some("0")
+    );
 
     // Anything else about its pod, another pod, other kinds: 403, and nothing stored changes.
     let label = Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}));
@@ -99,17 +103,12 @@ async fn a_pod_token_reads_its_jobset_and_changes_only_its_attempt_annotation() 
     assert_eq!(status_code(jobsets(agent.clone()).list(&ListParams::default()).await.unwrap_err()), 403);
 
     // Its own JobSet, watched by name.
-    let mut w = jobsets(agent.clone())
-        .watch(&WatchParams::default().fields("metadata.name=js"), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut w =
+        jobsets(agent.clone()).watch(&WatchParams::default().fields("metadata.name=js"), "0").await.unwrap().boxed();
     let first = tokio::time::timeout(Duration::from_secs(10), w.next()).await.unwrap().unwrap().unwrap();
     assert!(matches!(first, WatchEvent::Added(ref o) if o.name_any() == "js"), "{first:?}");
 
     // Once its pod is gone, the token is worth nothing.
-    pods.delete("w-0", &kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
-        .await
-        .unwrap();
+    pods.delete("w-0", &kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert_eq!(status_code(agent_pods.get("w-1").await.unwrap_err()), 401);
 }

@@ -1202,7 +1202,8 @@ async fn success_policy_any_with_targets_completes_on_the_first_targeted_job() {
     let c = cluster(4).await;
     let name = "anyof";
     let js = make_jobset(name)
-        .replicated_job(make_rjob("leader", 1).duration("100ms"))
+        // 500 ms against 10 ms: the quick Job finishes first even on a loaded machine.
+        .replicated_job(make_rjob("leader", 1).duration("500ms"))
         .replicated_job(make_rjob("workers", 2).duration("forever"))
         .replicated_job(make_rjob("quick", 1).duration("10ms"))
         .success_policy("Any", &["leader"])
@@ -1219,7 +1220,7 @@ async fn success_policy_any_with_targets_completes_on_the_first_targeted_job() {
         log.iter().position(|s| name_of(&s.obj) == format!("{name}-leader-0") && job_condition(&s.obj, "Complete"));
     assert!(leader_done.is_some());
     if let (Some(q), Some(l)) = (quick_done, leader_done) {
-        assert!(q < l, "quick (10 ms) finished before the leader (100 ms)");
+        assert!(q < l, "quick (10 ms) finished before the leader (500 ms)");
     }
     wait_jobs(&jobs_api(&c), name, "the running workers deleted", |jobs| {
         !jobs.iter().any(|j| label(j, REPLICATED_JOB_NAME).as_deref() == Some("workers"))
@@ -1942,6 +1943,116 @@ async fn a_minimal_jobset_is_defaulted_like_upstreams_webhook() {
     assert!(ever(&sets.versions(), COND_RESTARTING, expect("True", "FailurePolicy_failurePolicyRule0", &msg)));
     let svc: Api<Service> = Api::default_namespaced(c.client());
     assert!(svc.get_opt(name).await.unwrap().is_some(), "the defaulted network has DNS hostnames");
+    c.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-place restart: the controller's side, with the tests acting as the pods' agents (writing
+// the attempt annotation).
+// ---------------------------------------------------------------------------------------------
+
+/// An InPlaceRestart JobSet (`maxRestarts: 2`) of two Jobs of two pods each (4 pods), with the
+/// Job fields admission requires for it.
+fn in_place_jobset(name: &str, workers: RJobBuilder) -> JobSet {
+    let workers = workers
+        .job_spec("parallelism", json!(2))
+        .job_spec("completions", json!(2))
+        .job_spec("backoffLimit", json!(i32::MAX))
+        .job_spec("podReplacementPolicy", json!("Failed"));
+    make_jobset(name).replicated_job(workers).failure_policy(2, vec![]).restart_strategy("InPlaceRestart").obj()
+}
+
+async fn annotate_attempt(pods: &Api<Pod>, pod: &Pod, attempt: i32) {
+    let patch = json!({"metadata": {"annotations": {IN_PLACE_RESTART_ATTEMPT: attempt.to_string()}}});
+    pods.patch(&name_of(pod), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+fn in_place_attempts(js: &JobSet) -> (Option<i32>, Option<i32>) {
+    let s = status(js);
+    (s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt)
+}
+
+/// The `(current, previous)` pairs the JobSet went through, repeats dropped.
+fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> {
+    let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
+    out.dedup();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_restart_status_follows_the_attempts_the_pods_report() {
+    let c = cluster(4).await;
+    let name = "inplace";
+    let sets = record(jobsets(&c), by_name(name)).await;
+    jobsets(&c)
+        .create(&PostParams::default(), &in_place_jobset(name, make_rjob("w", 2).duration("forever")))
+        .await
+        .unwrap();
+    let pods_api: Api<Pod> = Api::default_namespaced(c.client());
+    let pods = wait_for(&pods_api, of_jobset(name), "4 pods", |p| p.len() == 4).await;
+
+    for p in &pods {
+        annotate_attempt(&pods_api, p, 0).await;
+    }
+    wait_jobset(&jobsets(&c), name, "current attempt 0", |js| in_place_attempts(js) == (Some(0), None)).await;
+    // One pod restarted in place into the next attempt: the others must follow.
+    annotate_attempt(&pods_api, &pods[0], 1).await;
+    wait_jobset(&jobsets(&c), name, "previous attempt 0", |js| in_place_attempts(js) == (Some(0), Some(0))).await;
+    for p in &pods[1..] {
+        annotate_attempt(&pods_api, p, 1).await;
+    }
+    wait_jobset(&jobsets(&c), name, "current attempt 1", |js| in_place_attempts(js) == (Some(1), Some(0))).await;
+    // maxRestarts is 2: attempt 3 is one restart too many.
+    annotate_attempt(&pods_api, &pods[0], 3).await;
+    let done = finished(&jobsets(&c), name).await;
+    assert_eq!(cond(&done, COND_FAILED), expect("True", REASON_REACHED_MAX_RESTARTS, MSG_REACHED_MAX_RESTARTS));
+    assert_eq!(status(&done).terminal_state, COND_FAILED);
+    sets.caught_up(&done).await;
+    assert_eq!(
+        in_place_history(&sets.versions()),
+        [(None, None), (Some(0), None), (Some(0), Some(0)), (Some(1), Some(0))],
+        "no other value in between, previous never going back"
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_restart_deprecates_the_current_attempt_as_soon_as_a_worker_fails() {
+    let c = cluster(4).await;
+    let name = "inplacefast";
+    // Every pod has a worker and a container running until stopped; the workers of Job 1 exit 1
+    // (the pod goes on running), those of Job 0 exit 0.
+    let mut workers =
+        make_rjob("w", 2).sim("duration-worker", "100ms").sim("duration-other", "forever").fail_job_indexes("1");
+    workers.0["template"]["spec"]["template"]["spec"]["containers"] =
+        json!([{"name": "worker", "image": "busybox"}, {"name": "other", "image": "busybox"}]);
+    let sets = record(jobsets(&c), by_name(name)).await;
+    jobsets(&c).create(&PostParams::default(), &in_place_jobset(name, workers)).await.unwrap();
+    let pods_api: Api<Pod> = Api::default_namespaced(c.client());
+    let worker_failed = |p: &Pod| {
+        p.status.as_ref().and_then(|s| s.container_statuses.as_ref()).is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.name == "worker"
+                    && c.state.as_ref().and_then(|s| s.terminated.as_ref()).is_some_and(|t| t.exit_code == 1)
+            })
+        })
+    };
+    let pods = wait_for(&pods_api, of_jobset(name), "Job 1's workers failed in running pods", |p| {
+        p.len() == 4
+            && p.iter().filter(|p| worker_failed(p)).count() == 2
+            && p.iter().all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+    })
+    .await;
+
+    // Every pod at attempt 0: current is 0, and the failed workers deprecate it right away,
+    // without waiting for an agent to report attempt 1.
+    for p in &pods {
+        annotate_attempt(&pods_api, p, 0).await;
+    }
+    let js = wait_jobset(&jobsets(&c), name, "previous attempt 0", |js| in_place_attempts(js).1 == Some(0)).await;
+    sets.caught_up(&js).await;
+    assert_eq!(in_place_history(&sets.versions()), [(None, None), (Some(0), None), (Some(0), Some(0))]);
+    assert!(!js.finished(), "{:?}", js.status);
     c.shutdown().await;
 }
 

@@ -177,10 +177,13 @@ pub fn replicated_job_statuses(
 
 #[cfg(test)]
 pub(crate) mod fixtures {
-    //! Builder-style child Jobs for the decision tests (upstream's `testing/wrappers.go`).
+    //! Builder-style child Jobs and pods for the decision tests (upstream's `testing/wrappers.go`).
 
     use jiff::Timestamp;
     use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod, PodCondition, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     pub struct JobBuilder(pub Job);
@@ -251,6 +254,99 @@ pub(crate) mod fixtures {
             self.condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", 1)
         }
         pub fn obj(self) -> Job {
+            self.0
+        }
+    }
+
+    pub struct PodBuilder(pub Pod);
+
+    fn container(name: &str) -> ContainerStatus {
+        ContainerStatus {
+            name: name.into(),
+            state: Some(ContainerState { running: Some(ContainerStateRunning::default()), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    /// A Running pod of the first Job of `jobset`'s replicated job `w`, attempt 0, with an `agent`
+    /// sidecar and a `worker` container running.
+    pub fn pod(jobset: &str, name: &str) -> PodBuilder {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("default".into());
+        p.metadata.labels = Some(
+            [
+                ("jobset.sigs.k8s.io/jobset-name", jobset),
+                ("jobset.sigs.k8s.io/replicatedjob-name", "w"),
+                ("jobset.sigs.k8s.io/job-index", "0"),
+                ("jobset.sigs.k8s.io/restart-attempt", "0"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            init_container_statuses: Some(vec![container("agent")]),
+            container_statuses: Some(vec![container("worker")]),
+            ..Default::default()
+        });
+        PodBuilder(p)
+    }
+
+    impl PodBuilder {
+        pub fn label(mut self, k: &str, v: &str) -> Self {
+            self.0.metadata.labels.get_or_insert_default().insert(k.into(), v.into());
+            self
+        }
+        /// The in-place restart attempt annotation, as the agent writes it.
+        pub fn annotate(mut self, v: &str) -> Self {
+            let key = "jobset.sigs.k8s.io/in-place-restart-attempt";
+            self.0.metadata.annotations.get_or_insert_default().insert(key.into(), v.into());
+            self
+        }
+        pub fn at(self, attempt: i32) -> Self {
+            self.annotate(&attempt.to_string())
+        }
+        pub fn phase(mut self, phase: &str) -> Self {
+            self.0.status.get_or_insert_default().phase = Some(phase.into());
+            self
+        }
+        fn status_of(&mut self, name: &str) -> &mut ContainerStatus {
+            let s = self.0.status.get_or_insert_default();
+            s.init_container_statuses
+                .iter_mut()
+                .chain(s.container_statuses.iter_mut())
+                .flatten()
+                .find(|c| c.name == name)
+                .expect("a container of the fixture")
+        }
+        pub fn restart_count(mut self, container: &str, n: i32) -> Self {
+            self.status_of(container).restart_count = n;
+            self
+        }
+        /// `container` exited with `code` at second `at`.
+        pub fn terminated(mut self, container: &str, code: i32, at: i64) -> Self {
+            let t = ContainerStateTerminated {
+                exit_code: code,
+                finished_at: Some(Time(Timestamp::from_second(at).unwrap())),
+                ..Default::default()
+            };
+            self.status_of(container).state = Some(ContainerState { terminated: Some(t), ..Default::default() });
+            self
+        }
+        /// The kubelet's `AllContainersRestarting` condition, last changed at second `at`.
+        pub fn all_restarting(mut self, status: bool, at: i64) -> Self {
+            let c = PodCondition {
+                type_: "AllContainersRestarting".into(),
+                status: if status { "True" } else { "False" }.into(),
+                last_transition_time: Some(Time(Timestamp::from_second(at).unwrap())),
+                ..Default::default()
+            };
+            self.0.status.get_or_insert_default().conditions.get_or_insert_default().push(c);
+            self
+        }
+        pub fn obj(self) -> Pod {
             self.0
         }
     }

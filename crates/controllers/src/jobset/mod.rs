@@ -8,6 +8,7 @@ pub mod children;
 pub mod conditions;
 pub mod construct;
 pub mod failure_policy;
+pub mod in_place_restart;
 pub mod metrics;
 pub mod startup_policy;
 pub mod success_policy;
@@ -15,12 +16,12 @@ pub mod sync;
 pub mod ttl;
 pub mod update;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use jobset_api::jobset::keys::{self, JOBSET_NAME};
+use futures::{StreamExt, TryStreamExt};
+use jobset_api::jobset::keys::{self, JOBSET_NAME, JOBSET_UID};
 use jobset_api::jobset::{Features, JobSet, RestartStrategy};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
@@ -75,7 +76,7 @@ pub struct Ctx {
     services: Store<Service>,
     /// Claims labelled with a JobSet name (those the controller creates).
     claims: Store<PersistentVolumeClaim>,
-    pods: Store<Pod>,
+    pods: PodIndex,
     recorder: Recorder,
     config: JobSetControllerConfig,
     pub metrics: Arc<Metrics>,
@@ -95,22 +96,68 @@ impl Ctx {
     fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         m.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
-    /// Pods of this JobSet whose labels name an earlier attempt. Only BlockingRecreate waits for
-    /// them, so only then is the pod cache scanned.
-    fn stale_pods(&self, js: &JobSet) -> usize {
-        if js.restart_strategy() != RestartStrategy::BlockingRecreate {
-            return 0;
+/// The pods of each JobSet (by their label `jobset.sigs.k8s.io/jobset-uid`, so pods of a deleted
+/// JobSet of the same name are not taken for the new one's), kept from the pod watch's events: a
+/// reconcile reads its JobSet's pods without scanning every pod.
+#[derive(Clone, Default)]
+struct PodIndex {
+    pods: Arc<Mutex<PodsByJobSet>>,
+    /// The relist in progress (between `Init` and `InitDone`).
+    relist: Arc<Mutex<PodsByJobSet>>,
+}
+
+#[derive(Default)]
+struct PodsByJobSet {
+    /// JobSet uid → pod uid → pod.
+    by_jobset: HashMap<String, HashMap<String, Arc<Pod>>>,
+    /// Pod uid → the JobSet uid it is filed under, so a relabelled pod moves.
+    filed: HashMap<String, String>,
+}
+
+impl PodsByJobSet {
+    fn remove(&mut self, pod_uid: &str) {
+        if let Some(js) = self.filed.remove(pod_uid)
+            && let Some(pods) = self.by_jobset.get_mut(&js)
+        {
+            pods.remove(pod_uid);
+            if pods.is_empty() {
+                self.by_jobset.remove(&js);
+            }
         }
-        let status = js.status.clone().unwrap_or_default();
-        let empty = BTreeMap::new();
-        self.pods
-            .state()
-            .iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(js.namespace()))
-            .filter(|p| p.labels().get(JOBSET_NAME).map(String::as_str) == Some(js.name()))
-            .filter(|p| children::stale(&status, p.metadata.labels.as_ref().unwrap_or(&empty), "pod").unwrap_or(false))
-            .count()
+    }
+
+    fn insert(&mut self, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else { return };
+        self.remove(uid);
+        if let Some(js) = pod.labels().get(JOBSET_UID) {
+            self.by_jobset.entry(js.clone()).or_default().insert(uid.to_string(), Arc::new(pod.clone()));
+            self.filed.insert(uid.to_string(), js.clone());
+        }
+    }
+}
+
+impl PodIndex {
+    fn apply(&self, ev: &watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Apply(p) => Ctx::lock(&self.pods).insert(p),
+            watcher::Event::Delete(p) => {
+                if let Some(uid) = p.metadata.uid.as_deref() {
+                    Ctx::lock(&self.pods).remove(uid);
+                }
+            }
+            watcher::Event::Init => *Ctx::lock(&self.relist) = PodsByJobSet::default(),
+            watcher::Event::InitApply(p) => Ctx::lock(&self.relist).insert(p),
+            watcher::Event::InitDone => {
+                let fresh = std::mem::take(&mut *Ctx::lock(&self.relist));
+                *Ctx::lock(&self.pods) = fresh;
+            }
+        }
+    }
+
+    fn of(&self, jobset_uid: &str) -> Vec<Arc<Pod>> {
+        Ctx::lock(&self.pods).by_jobset.get(jobset_uid).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 }
 
@@ -131,10 +178,16 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
     }
     let ns = js.namespace().to_string();
     let jobs: Vec<Arc<Job>> = ctx.jobs.state().into_iter().filter(|j| owned_by(&j.metadata, &uid)).collect();
+    // Only BlockingRecreate and InPlaceRestart read pods: a Recreate JobSet of thousands of pods
+    // does not copy them on every reconcile.
+    let pods = match js.restart_strategy() {
+        RestartStrategy::Recreate => vec![],
+        RestartStrategy::BlockingRecreate | RestartStrategy::InPlaceRestart => ctx.pods.of(&uid),
+    };
     let plan = sync::sync(&SyncInput {
         js,
         jobs: jobs.iter().map(|j| j.as_ref()).collect(),
-        stale_pods: ctx.stale_pods(js),
+        pods: pods.iter().map(|p| p.as_ref()).collect(),
         now: jiff::Timestamp::now(),
         features: &ctx.config.features,
     })
@@ -328,9 +381,14 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
         watcher(Api::<PersistentVolumeClaim>::all(client.clone()), watcher::Config::default().labels(JOBSET_NAME));
     // Claims are only looked up, never reconciled on.
     let claim_cache = reflector(claim_writer, claim_watch).default_backoff().for_each(|_| async {});
-    let (pod_reader, pod_writer) = reflector::store();
-    // Pods matter only for BlockingRecreate (and in-place restarts): map them to their JobSet.
-    let pod_events = reflector(pod_writer, watcher(pods, watcher::Config::default().labels(JOBSET_NAME)))
+    // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
+    let pod_index = PodIndex::default();
+    let indexer = pod_index.clone();
+    let pod_events = watcher(pods, watcher::Config::default().labels(JOBSET_NAME))
+        .map_ok(move |ev| {
+            indexer.apply(&ev);
+            ev
+        })
         .touched_objects()
         .default_backoff();
     let controller = Controller::new(jobsets, watcher::Config::default())
@@ -346,7 +404,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
         jobs: job_reader,
         services: svc_reader,
         claims: claim_reader,
-        pods: pod_reader,
+        pods: pod_index,
         recorder: Recorder::new(client.clone(), Reporter { controller: "jobset-controller".into(), instance: None }),
         config,
         metrics,
@@ -361,5 +419,40 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     tokio::select! {
         _ = reconciles => {}
         _ = claim_cache => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::children::fixtures::pod;
+    use super::*;
+
+    fn filed(jobset_uid: &str, pod_uid: &str) -> Pod {
+        let mut p = pod("js", pod_uid).label(JOBSET_UID, jobset_uid).obj();
+        p.metadata.uid = Some(pod_uid.into());
+        p
+    }
+
+    fn uids(index: &PodIndex, jobset_uid: &str) -> Vec<String> {
+        let mut out: Vec<String> = index.of(jobset_uid).iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn the_pod_index_files_pods_by_jobset_uid_through_relabels_deletions_and_relists() {
+        let index = PodIndex::default();
+        index.apply(&watcher::Event::Apply(filed("a", "p1")));
+        index.apply(&watcher::Event::Apply(filed("a", "p2")));
+        index.apply(&watcher::Event::Apply(filed("b", "p2")));
+        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p1".into()], vec!["p2".into()]));
+        index.apply(&watcher::Event::Delete(filed("a", "p1")));
+        assert!(uids(&index, "a").is_empty());
+        // A relist replaces everything once it is done, not before.
+        index.apply(&watcher::Event::Init);
+        index.apply(&watcher::Event::InitApply(filed("a", "p3")));
+        assert_eq!(uids(&index, "b"), ["p2"]);
+        index.apply(&watcher::Event::InitDone);
+        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
     }
 }

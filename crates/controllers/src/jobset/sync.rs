@@ -1,19 +1,21 @@
 //! One reconcile of a JobSet as a pure function (upstream's `reconcile`, step by step): from the
-//! JobSet, its child Jobs and the pods of earlier attempts still present to a [`Plan`] that the
-//! async shell carries out.
+//! JobSet, its child Jobs and its pods to a [`Plan`] that the async shell carries out.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{Features, JobSet, ReplicatedJob, RestartStrategy};
+use jobset_api::jobset::{Features, JobSet, JobSetStatus, ReplicatedJob, RestartStrategy};
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 use super::children::{self, Child, Classified};
 use super::conditions::Cond;
 use super::construct::construct_job;
 use super::failure_policy::{self, FailedJob};
+use super::in_place_restart::{self, Outcome};
 use super::startup_policy::{all_replicas_started, depends_on_satisfied, depends_on_unreachable, in_order};
 use super::success_policy;
 use super::ttl::{self, Ttl};
@@ -23,8 +25,9 @@ pub struct SyncInput<'a> {
     pub js: &'a JobSet,
     /// Jobs whose controller is this JobSet.
     pub jobs: Vec<&'a Job>,
-    /// Pods of earlier attempts that still exist (BlockingRecreate waits for them).
-    pub stale_pods: usize,
+    /// The JobSet's pods: BlockingRecreate waits for those of earlier attempts, InPlaceRestart
+    /// reads their attempts. Other restart strategies need none.
+    pub pods: Vec<&'a Pod>,
     pub now: Timestamp,
     pub features: &'a Features,
 }
@@ -135,7 +138,7 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
         plan.patch_jobs.extend(elastic_patches(js, &c));
     }
 
-    create_jobs(input, &c, &statuses, &mut plan);
+    let mut starting = create_jobs(input, &c, &statuses, &mut plan);
 
     if js.suspended() {
         for j in c.active.iter().filter(|j| j.job.spec.as_ref().and_then(|s| s.suspend) != Some(true)) {
@@ -146,9 +149,36 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
             plan.update.set(Cond::new(COND_RESTARTING, false, REASON_JOBSET_SUSPENDED, MSG_SUSPENDED));
         }
     } else {
-        resume(js, &c, &statuses, &mut plan);
+        starting |= resume(js, &c, &statuses, &mut plan);
+    }
+    // Upstream returns before this while an InOrder startup waits for a replicated job.
+    if js.restart_strategy() == RestartStrategy::InPlaceRestart && input.features.in_place_restart && !starting {
+        in_place(js, &input.pods, &mut plan.update)?;
     }
     Ok(plan)
+}
+
+/// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
+fn in_place(js: &JobSet, pods: &[&Pod], u: &mut Update) -> Result<(), String> {
+    let d = in_place_restart::decide(js, pods)?;
+    for (pod, value) in &d.malformed {
+        tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
+    }
+    match d.outcome {
+        Outcome::Unchanged => {}
+        Outcome::ReachedMaxRestarts => {
+            failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, MSG_REACHED_MAX_RESTARTS.into());
+        }
+        Outcome::Current(a) => {
+            u.status.current_in_place_restart_attempt = Some(a);
+            u.mark();
+        }
+        Outcome::Previous(a) => {
+            u.status.previous_in_place_restart_attempt = Some(a);
+            u.mark();
+        }
+    }
+    Ok(())
 }
 
 /// With Jobs left failed by `FailJob`, the JobSet ends once nothing can change any more: no
@@ -240,16 +270,17 @@ fn elastic_patches(js: &JobSet, c: &Classified) -> Vec<JobPatch> {
 }
 
 /// upstream's `reconcileReplicatedJobs`: creates missing Jobs in spec order, honouring
-/// BlockingRecreate, dependsOn and InOrder startup.
+/// BlockingRecreate, dependsOn and InOrder startup. Returns whether the startup waits for a
+/// replicated job.
 fn create_jobs(
     input: &SyncInput,
     c: &Classified,
     statuses: &[jobset_api::jobset::ReplicatedJobStatus],
     plan: &mut Plan,
-) {
+) -> bool {
     let js = input.js;
-    let blocked =
-        js.restart_strategy() == RestartStrategy::BlockingRecreate && (!c.previous.is_empty() || input.stale_pods > 0);
+    let blocked = js.restart_strategy() == RestartStrategy::BlockingRecreate
+        && (!c.previous.is_empty() || input.pods.iter().any(|p| stale_pod(js, p)));
     let ordered = !js.suspended() && in_order(js);
     let (rjs, waiting) = replicated_jobs_to_start(js, statuses, ordered);
     for rj in rjs.into_iter().filter(|_| !blocked) {
@@ -264,6 +295,15 @@ fn create_jobs(
     } else if ordered {
         plan.update.set(Cond::new(COND_STARTUP_COMPLETED, true, REASON_STARTUP_COMPLETED, MSG_STARTUP_COMPLETED));
     }
+    waiting
+}
+
+/// Whether a pod's labels name an earlier attempt; one whose labels cannot be read does not hold
+/// up the next attempt.
+fn stale_pod(js: &JobSet, p: &Pod) -> bool {
+    let (none, empty) = (JobSetStatus::default(), BTreeMap::new());
+    let labels = p.metadata.labels.as_ref().unwrap_or(&empty);
+    children::stale(js.status.as_ref().unwrap_or(&none), labels, "pod").unwrap_or(false)
 }
 
 /// The replicated jobs a pass acts on, in spec order: those whose `dependsOn` holds, and under
@@ -292,8 +332,8 @@ fn startup_in_progress() -> Cond {
 
 /// upstream's `resumeJobsIfNecessary`: suspended Jobs resume in spec order with their
 /// replicated job's pod-template labels, annotations, nodeSelector, tolerations and
-/// schedulingGates merged in.
-fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::ReplicatedJobStatus], plan: &mut Plan) {
+/// schedulingGates merged in. Returns whether the startup waits for a replicated job.
+fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::ReplicatedJobStatus], plan: &mut Plan) -> bool {
     let (rjs, waiting) = replicated_jobs_to_start(js, statuses, in_order(js));
     for rj in rjs {
         let pod = rj.template.pod_template().cloned().unwrap_or_default();
@@ -308,6 +348,7 @@ fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::Replicate
     } else {
         plan.update.set(Cond::new(COND_SUSPENDED, false, REASON_RESUMED, MSG_RESUMED));
     }
+    waiting
 }
 
 fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
@@ -339,9 +380,8 @@ fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::super::children::fixtures::job;
+    use super::super::children::fixtures::{job, pod};
     use super::*;
-    use jobset_api::jobset::JobSetStatus;
 
     fn js(spec: Value, status: Value) -> JobSet {
         let mut s = json!({"replicatedJobs": [
@@ -355,12 +395,12 @@ mod tests {
         .unwrap()
     }
 
-    fn plan(js: &JobSet, jobs: &[Job], stale_pods: usize) -> Plan {
+    fn plan(js: &JobSet, jobs: &[Job], pods: &[Pod]) -> Plan {
         let features = Features::default();
         sync(&SyncInput {
             js,
             jobs: jobs.iter().collect(),
-            stale_pods,
+            pods: pods.iter().collect(),
             now: Timestamp::from_second(1_000).unwrap(),
             features: &features,
         })
@@ -377,7 +417,7 @@ mod tests {
 
     #[test]
     fn a_new_jobset_creates_every_job_and_its_headless_service() {
-        let p = plan(&js(json!({"network": {"enableDNSHostnames": true}}), json!({})), &[], 0);
+        let p = plan(&js(json!({"network": {"enableDNSHostnames": true}}), json!({})), &[], &[]);
         assert_eq!(created(&p), ["js-a-0", "js-a-1", "js-b-0"]);
         assert_eq!(p.service.as_ref().unwrap()["spec"]["clusterIP"], "None");
         assert!(p.update.changed, "replicatedJobsStatus is written");
@@ -385,14 +425,14 @@ mod tests {
 
     #[test]
     fn a_jobset_managed_elsewhere_is_left_alone() {
-        let p = plan(&js(json!({"managedBy": "kueue.x-k8s.io/multikueue"}), json!({})), &[], 0);
+        let p = plan(&js(json!({"managedBy": "kueue.x-k8s.io/multikueue"}), json!({})), &[], &[]);
         assert!(p.create_jobs.is_empty() && !p.update.changed);
     }
 
     #[test]
     fn recreate_deletes_stale_jobs_and_creates_each_name_once_it_is_gone() {
         let jobs = [job("js", "a", 0).attempt(0).obj(), job("js", "a", 1).attempt(1).obj()];
-        let p = plan(&js(json!({}), json!({"restarts": 1})), &jobs, 0);
+        let p = plan(&js(json!({}), json!({"restarts": 1})), &jobs, &[]);
         assert_eq!(p.delete_jobs, ["js-a-0"]);
         assert_eq!(created(&p), ["js-b-0"], "js-a-0 still exists, js-a-1 is current");
     }
@@ -401,9 +441,12 @@ mod tests {
     fn blocking_recreate_creates_nothing_while_a_stale_job_or_pod_exists() {
         let spec = json!({"failurePolicy": {"restartStrategy": "BlockingRecreate"}});
         let stale = [job("js", "a", 0).attempt(0).obj()];
-        assert!(plan(&js(spec.clone(), json!({"restarts": 1})), &stale, 0).create_jobs.is_empty());
-        assert!(plan(&js(spec.clone(), json!({"restarts": 1})), &[], 3).create_jobs.is_empty());
-        assert_eq!(created(&plan(&js(spec, json!({"restarts": 1})), &[], 0)), ["js-a-0", "js-a-1", "js-b-0"]);
+        assert!(plan(&js(spec.clone(), json!({"restarts": 1})), &stale, &[]).create_jobs.is_empty());
+        let stale_pod = [pod("js", "js-a-0-0").obj()];
+        assert!(plan(&js(spec.clone(), json!({"restarts": 1})), &[], &stale_pod).create_jobs.is_empty());
+        let current_pod = [pod("js", "js-a-0-0").label(RESTART_ATTEMPT, "1").obj()];
+        let p = plan(&js(spec, json!({"restarts": 1})), &[], &current_pod);
+        assert_eq!(created(&p), ["js-a-0", "js-a-1", "js-b-0"]);
     }
 
     #[test]
@@ -411,7 +454,7 @@ mod tests {
         let status = json!({"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
             "message": "m", "lastTransitionTime": "2020-01-01T00:00:00Z"}]});
         let jobs = [job("js", "a", 0).obj(), job("js", "a", 1).complete().obj()];
-        let p = plan(&js(json!({}), status), &jobs, 0);
+        let p = plan(&js(json!({}), status), &jobs, &[]);
         assert_eq!(p.delete_jobs, ["js-a-0"]);
         assert!(p.create_jobs.is_empty());
     }
@@ -425,7 +468,7 @@ mod tests {
             job("js", "a", 1).attempt(1).counts(1, 1, 0).obj(),
             job("js", "b", 0).attempt(1).counts(1, 1, 0).obj(),
         ];
-        assert_eq!(cond(&plan(&js(json!({}), status), &jobs, 0), "RestartingJobSet"), Some(("False", "JobsReady")));
+        assert_eq!(cond(&plan(&js(json!({}), status), &jobs, &[]), "RestartingJobSet"), Some(("False", "JobsReady")));
     }
 
     #[test]
@@ -435,7 +478,7 @@ mod tests {
             job("js", "a", 1).complete().obj(),
             job("js", "b", 0).complete().obj(),
         ];
-        let p = plan(&js(json!({"successPolicy": {"operator": "All"}}), json!({})), &jobs, 0);
+        let p = plan(&js(json!({"successPolicy": {"operator": "All"}}), json!({})), &jobs, &[]);
         assert_eq!(cond(&p, "Completed"), Some(("True", "AllJobsCompleted")));
         assert_eq!(p.update.status.terminal_state, "Completed");
     }
@@ -447,7 +490,7 @@ mod tests {
             "suspended": 0, "failedJobIndexes": [1]}]});
         let running =
             [job("js", "a", 0).complete().obj(), job("js", "a", 1).failed("X", 1).obj(), job("js", "b", 0).obj()];
-        let p = plan(&js(spec.clone(), status.clone()), &running, 0);
+        let p = plan(&js(spec.clone(), status.clone()), &running, &[]);
         assert_eq!(cond(&p, "Failed"), None);
         assert!(p.update.events.is_empty(), "no new failure-policy decision for a Job left failed");
         let done = [
@@ -455,7 +498,7 @@ mod tests {
             job("js", "a", 1).failed("X", 1).obj(),
             job("js", "b", 0).complete().obj(),
         ];
-        let p = plan(&js(spec, status), &done, 0);
+        let p = plan(&js(spec, status), &done, &[]);
         assert_eq!(cond(&p, "Failed"), Some(("True", "FailedJobs")));
         let msg = &p.update.status.conditions.iter().find(|c| c.type_ == "Failed").unwrap().message;
         assert_eq!(msg, "jobset failed due to one or more job failures (jobs left failed: js-a-1)");
@@ -464,18 +507,18 @@ mod tests {
     #[test]
     fn in_order_startup_waits_for_each_replicated_job_to_start() {
         let spec = json!({"startupPolicy": {"startupPolicyOrder": "InOrder"}});
-        let p = plan(&js(spec.clone(), json!({})), &[], 0);
+        let p = plan(&js(spec.clone(), json!({})), &[], &[]);
         assert_eq!(created(&p), ["js-a-0", "js-a-1"]);
         assert_eq!(cond(&p, "StartupPolicyInProgress"), Some(("True", "InOrderStartupPolicyInProgress")));
         let started = [job("js", "a", 0).counts(1, 1, 0).obj(), job("js", "a", 1).counts(1, 1, 0).obj()];
-        let p = plan(&js(spec.clone(), json!({})), &started, 0);
+        let p = plan(&js(spec.clone(), json!({})), &started, &[]);
         assert_eq!(created(&p), ["js-b-0"]);
         let all = [
             job("js", "a", 0).counts(1, 1, 0).obj(),
             job("js", "a", 1).counts(1, 1, 0).obj(),
             job("js", "b", 0).counts(1, 1, 0).obj(),
         ];
-        let p = plan(&js(spec, json!({})), &all, 0);
+        let p = plan(&js(spec, json!({})), &all, &[]);
         assert_eq!(cond(&p, "StartupPolicyCompleted"), Some(("True", "InOrderStartupPolicyCompleted")));
     }
 
@@ -486,14 +529,14 @@ mod tests {
             name: "a".into(),
             status: jobset_api::jobset::DependsOnStatus::Complete,
         }];
-        assert_eq!(created(&plan(&j, &[], 0)), ["js-a-0", "js-a-1"]);
+        assert_eq!(created(&plan(&j, &[], &[])), ["js-a-0", "js-a-1"]);
         let done = [job("js", "a", 0).complete().obj(), job("js", "a", 1).complete().obj()];
-        assert_eq!(created(&plan(&j, &done, 0)), ["js-b-0"]);
+        assert_eq!(created(&plan(&j, &done, &[])), ["js-b-0"]);
     }
 
     #[test]
     fn suspending_suspends_active_jobs_and_says_so() {
-        let p = plan(&js(json!({"suspend": true}), json!({})), &[job("js", "a", 0).obj()], 0);
+        let p = plan(&js(json!({"suspend": true}), json!({})), &[job("js", "a", 0).obj()], &[]);
         assert_eq!(p.patch_jobs, [JobPatch { name: "js-a-0".into(), patch: json!({"spec": {"suspend": true}}) }]);
         assert_eq!(cond(&p, "Suspended"), Some(("True", "SuspendedJobs")));
         assert!(p.create_jobs.iter().all(|j| j["spec"]["suspend"] == true));
@@ -503,7 +546,7 @@ mod tests {
     fn resuming_merges_the_pod_template_and_unsuspends() {
         let status = json!({"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
             "message": "jobset is suspended", "lastTransitionTime": "2020-01-01T00:00:00Z"}]});
-        let p = plan(&js(json!({}), status), &[job("js", "a", 0).suspend().obj()], 0);
+        let p = plan(&js(json!({}), status), &[job("js", "a", 0).suspend().obj()], &[]);
         let patch = &p.patch_jobs[0].patch;
         assert_eq!(patch["spec"]["suspend"], false);
         assert_eq!(patch["spec"]["template"]["metadata"]["labels"]["l"], "1");
@@ -516,7 +559,7 @@ mod tests {
         let mut j = js(json!({}), json!({}));
         j.spec.replicated_jobs[0].template.0["spec"]["parallelism"] = json!(3);
         j.spec.replicated_jobs[0].template.0["spec"]["completions"] = json!(3);
-        let p = plan(&j, &[job("js", "a", 0).obj()], 0);
+        let p = plan(&j, &[job("js", "a", 0).obj()], &[]);
         assert_eq!(
             p.patch_jobs,
             [JobPatch { name: "js-a-0".into(), patch: json!({"spec": {"parallelism": 3, "completions": 3}}) }]
@@ -528,8 +571,96 @@ mod tests {
         let status = JobSetStatus::default();
         let mut j = js(json!({"failurePolicy": {"maxRestarts": 1}}), json!({}));
         j.status = Some(status);
-        let p = plan(&j, &[job("js", "a", 0).failed("BackoffLimitExceeded", 1).obj()], 0);
+        let p = plan(&j, &[job("js", "a", 0).failed("BackoffLimitExceeded", 1).obj()], &[]);
         assert_eq!(p.update.status.restarts, 1);
         assert!(p.create_jobs.is_empty());
+    }
+
+    /// An InPlaceRestart JobSet (`maxRestarts: 1`) of two one-pod Jobs.
+    fn in_place(extra: Value, status: Value) -> JobSet {
+        let mut spec = json!({
+            "failurePolicy": {"maxRestarts": 1, "restartStrategy": "InPlaceRestart"},
+            "replicatedJobs": [{"name": "a", "replicas": 2, "template": {"spec": {"parallelism": 1, "completions": 1}}}]
+        });
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        js(spec, status)
+    }
+
+    fn running_jobs() -> [Job; 2] {
+        [job("js", "a", 0).counts(1, 1, 0).obj(), job("js", "a", 1).counts(1, 1, 0).obj()]
+    }
+
+    fn pods_at(attempt: i32) -> [Pod; 2] {
+        [pod("js", "js-a-0-0").at(attempt).obj(), pod("js", "js-a-1-0").at(attempt).obj()]
+    }
+
+    #[test]
+    fn in_place_restart_attempts_go_into_the_status_write() {
+        let p = plan(&in_place(json!({}), json!({})), &running_jobs(), &pods_at(0));
+        assert_eq!(p.update.status.current_in_place_restart_attempt, Some(0));
+        assert!(p.update.changed);
+        let recorded = json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+            {"name": "a", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0}]});
+        let p = plan(&in_place(json!({}), recorded), &running_jobs(), &pods_at(0));
+        assert!(!p.update.changed, "in sync and already recorded: nothing to write");
+        let pods = [pod("js", "js-a-0-0").at(0).obj(), pod("js", "js-a-1-0").at(1).obj()];
+        let p = plan(&in_place(json!({}), json!({"currentInPlaceRestartAttempt": 0})), &running_jobs(), &pods);
+        assert_eq!(p.update.status.previous_in_place_restart_attempt, Some(0));
+    }
+
+    #[test]
+    fn in_place_restart_beyond_max_restarts_fails_the_jobset() {
+        let p = plan(&in_place(json!({}), json!({})), &running_jobs(), &pods_at(2));
+        let failed = p.update.status.conditions.iter().find(|c| c.type_ == "Failed").unwrap();
+        assert_eq!(
+            (failed.reason.as_str(), failed.message.as_str()),
+            (REASON_REACHED_MAX_RESTARTS, MSG_REACHED_MAX_RESTARTS)
+        );
+        assert_eq!(p.update.status.terminal_state, "Failed");
+        assert!(p.update.events.iter().any(|e| e.warning && e.reason == REASON_REACHED_MAX_RESTARTS));
+    }
+
+    #[test]
+    fn in_place_restart_is_left_out_of_reconciles_that_end_early_or_are_gated_off() {
+        let finished = json!({"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+            "message": "m", "lastTransitionTime": "2020-01-01T00:00:00Z"}]});
+        let failed_job = [job("js", "a", 0).failed("PodFailurePolicy", 1).obj(), job("js", "a", 1).obj()];
+        let in_order = json!({"startupPolicy": {"startupPolicyOrder": "InOrder"}});
+        let (on, off) = (Features::default(), Features { in_place_restart: false, ..Features::default() });
+        let cases: Vec<(&str, JobSet, Vec<Job>, &Features)> = vec![
+            ("a finished JobSet", in_place(json!({}), finished), running_jobs().to_vec(), &on),
+            ("a reconcile that ran the failure policy", in_place(json!({}), json!({})), failed_job.to_vec(), &on),
+            ("an InOrder startup waiting for its Jobs", in_place(in_order, json!({})), vec![], &on),
+            ("the InPlaceRestart gate off", in_place(json!({}), json!({})), running_jobs().to_vec(), &off),
+        ];
+        for (name, j, jobs, features) in cases {
+            let pods = pods_at(0);
+            let p = sync(&SyncInput {
+                js: &j,
+                jobs: jobs.iter().collect(),
+                pods: pods.iter().collect(),
+                now: Timestamp::from_second(1_000).unwrap(),
+                features,
+            })
+            .unwrap();
+            assert_eq!(p.update.status.current_in_place_restart_attempt, None, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_failed_job_under_in_place_restart_follows_the_failure_policy_as_with_recreate() {
+        let failed = [job("js", "a", 0).failed("PodFailurePolicy", 1).obj(), job("js", "a", 1).counts(1, 1, 0).obj()];
+        let p = plan(&in_place(json!({}), json!({})), &failed, &pods_at(0));
+        assert_eq!(p.update.status.restarts, 1, "the default RestartJobSet");
+        let p = plan(&in_place(json!({}), json!({"restarts": 1})), &failed, &[]);
+        assert_eq!(p.delete_jobs, ["js-a-0", "js-a-1"]);
+        assert!(p.create_jobs.is_empty());
+        let fresh = [job("js", "a", 0).attempt(1).obj()];
+        let p = plan(&in_place(json!({}), json!({"restarts": 1})), &fresh, &pods_at(0));
+        assert_eq!(created(&p), ["js-a-1"], "each Job is recreated as soon as its old one is gone");
+        let rule = json!({"failurePolicy": {"maxRestarts": 1, "restartStrategy": "InPlaceRestart",
+            "rules": [{"name": "r", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}});
+        let p = plan(&in_place(rule, json!({})), &failed, &pods_at(0));
+        assert_eq!(cond(&p, "Failed"), Some(("True", REASON_FAIL_JOBSET_ACTION)));
     }
 }

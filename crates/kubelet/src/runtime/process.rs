@@ -142,12 +142,20 @@ impl std::fmt::Debug for ServiceAccountSource {
     }
 }
 
+/// What gives a container its pod's API identity.
+#[derive(Debug)]
+pub struct ServiceAccountPlan {
+    pub volume: VolumePlan,
+    pub mount: Mount,
+    pub env: [(String, String); 2],
+}
+
 /// The volume, mount and environment that give a container its pod's API identity, if it gets one.
 pub fn service_account_plan(
     req: &StartRequest,
     sa: &ServiceAccountSource,
     sandbox: &Path,
-) -> Option<(VolumePlan, Mount, [(String, String); 2])> {
+) -> Option<ServiceAccountPlan> {
     let spec = req.pod.spec.as_ref();
     let own_mount =
         req.container.volume_mounts.iter().flatten().any(|m| m.mount_path.trim_end_matches('/') == SERVICE_ACCOUNT_DIR);
@@ -176,7 +184,7 @@ pub fn service_account_plan(
     };
     let env =
         [("KUBERNETES_SERVICE_HOST".into(), sa.host.clone()), ("KUBERNETES_SERVICE_PORT".into(), sa.port.to_string())];
-    Some((volume, mount, env))
+    Some(ServiceAccountPlan { volume, mount, env })
 }
 
 impl Default for ProcessConfig {
@@ -892,7 +900,7 @@ impl Runtime for ProcessRuntime {
         };
         let mut plan = plan;
         let sa = self.config.service_account.as_ref();
-        if let Some((volume, mount, env)) =
+        if let Some(ServiceAccountPlan { volume, mount, env }) =
             sa.and_then(|sa| service_account_plan(&req, sa, &sandbox_dir(&self.state_dir, &req.pod)))
         {
             volumes.push(volume);
@@ -1132,7 +1140,8 @@ mod tests {
         let sandbox = Path::new("/state/pods/u1");
         let c = json!({"name": "agent", "image": "i"});
         let req = request(json!({"metadata": {"name": "w-0", "namespace": "ns"}}), c.clone());
-        let (volume, mount, env) = service_account_plan(&req, &sa, sandbox).expect("mounted by default");
+        let ServiceAccountPlan { volume, mount, env } =
+            service_account_plan(&req, &sa, sandbox).expect("mounted by default");
         let volumes::Prepare::Files(files) = &volume.prepare else { panic!("{:?}", volume.prepare) };
         let files: Vec<(&str, &[u8])> = files.iter().map(|f| (f.path.as_str(), f.data.as_slice())).collect();
         assert_eq!(files, [("token", &b"token-of-w-0"[..]), ("ca.crt", b"CA"), ("namespace", b"ns")]);
