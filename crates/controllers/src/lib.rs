@@ -4,4 +4,5 @@
 pub mod job;
 pub mod jobset;
 pub mod nodelifecycle;
+pub mod pod_index;
 pub mod scheduler;

@@ -65,7 +65,7 @@ struct Expectations {
 
 pub struct Ctx {
     client: Client,
-    pods: PodIndex,
+    pods: crate::pod_index::PodIndex,
     recorder: Recorder,
     config: JobControllerConfig,
     backoff: Mutex<HashMap<String, BackoffRecord>>,
@@ -81,53 +81,6 @@ fn controller_uid(p: &Pod) -> Option<&str> {
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == "Job")
         .map(|o| o.uid.as_str())
-}
-
-/// The pods of each Job (by controller uid), kept from the pod watch's events, so a sync reads its
-/// Job's pods without scanning every pod of the cluster.
-#[derive(Clone, Default)]
-struct PodIndex {
-    by_job: Arc<Mutex<PodsByJob>>,
-    /// The relist in progress (between `Init` and `InitDone`).
-    relist: Arc<Mutex<PodsByJob>>,
-}
-
-/// Job uid → pod uid → pod.
-type PodsByJob = HashMap<String, HashMap<String, Arc<Pod>>>;
-
-impl PodIndex {
-    fn insert(map: &mut PodsByJob, pod: &Pod) {
-        if let (Some(job), Some(uid)) = (controller_uid(pod), pod.metadata.uid.as_deref()) {
-            map.entry(job.to_string()).or_default().insert(uid.to_string(), Arc::new(pod.clone()));
-        }
-    }
-
-    fn apply(&self, ev: &watcher::Event<Pod>) {
-        match ev {
-            watcher::Event::Apply(p) => Self::insert(&mut Ctx::lock(&self.by_job), p),
-            watcher::Event::Delete(p) => {
-                if let (Some(job), Some(uid)) = (controller_uid(p), p.metadata.uid.as_deref()) {
-                    let mut all = Ctx::lock(&self.by_job);
-                    if let Some(pods) = all.get_mut(job) {
-                        pods.remove(uid);
-                        if pods.is_empty() {
-                            all.remove(job);
-                        }
-                    }
-                }
-            }
-            watcher::Event::Init => Ctx::lock(&self.relist).clear(),
-            watcher::Event::InitApply(p) => Self::insert(&mut Ctx::lock(&self.relist), p),
-            watcher::Event::InitDone => {
-                let fresh = std::mem::take(&mut *Ctx::lock(&self.relist));
-                *Ctx::lock(&self.by_job) = fresh;
-            }
-        }
-    }
-
-    fn of(&self, job_uid: &str) -> Vec<Arc<Pod>> {
-        Ctx::lock(&self.by_job).get(job_uid).map(|m| m.values().cloned().collect()).unwrap_or_default()
-    }
 }
 
 fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
@@ -310,7 +263,7 @@ pub async fn run(client: Client, config: JobControllerConfig) {
     let jobs: Api<Job> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
-    let index = PodIndex::default();
+    let index = crate::pod_index::PodIndex::new(controller_uid);
     let indexer = index.clone();
     let pod_watch =
         watcher(pods, watcher::Config::default().labels("batch.kubernetes.io/controller-uid")).map_ok(move |ev| {

@@ -37,6 +37,7 @@ use serde_json::Value;
 use self::metrics::Metrics;
 use self::sync::{Plan, SyncInput};
 use self::update::Metric;
+use crate::pod_index::PodIndex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -98,67 +99,10 @@ impl Ctx {
     }
 }
 
-/// The pods of each JobSet (by their label `jobset.sigs.k8s.io/jobset-uid`, so pods of a deleted
-/// JobSet of the same name are not taken for the new one's), kept from the pod watch's events: a
-/// reconcile reads its JobSet's pods without scanning every pod.
-#[derive(Clone, Default)]
-struct PodIndex {
-    pods: Arc<Mutex<PodsByJobSet>>,
-    /// The relist in progress (between `Init` and `InitDone`).
-    relist: Arc<Mutex<PodsByJobSet>>,
-}
-
-#[derive(Default)]
-struct PodsByJobSet {
-    /// JobSet uid → pod uid → pod.
-    by_jobset: HashMap<String, HashMap<String, Arc<Pod>>>,
-    /// Pod uid → the JobSet uid it is filed under, so a relabelled pod moves.
-    filed: HashMap<String, String>,
-}
-
-impl PodsByJobSet {
-    fn remove(&mut self, pod_uid: &str) {
-        if let Some(js) = self.filed.remove(pod_uid)
-            && let Some(pods) = self.by_jobset.get_mut(&js)
-        {
-            pods.remove(pod_uid);
-            if pods.is_empty() {
-                self.by_jobset.remove(&js);
-            }
-        }
-    }
-
-    fn insert(&mut self, pod: &Pod) {
-        let Some(uid) = pod.metadata.uid.as_deref() else { return };
-        self.remove(uid);
-        if let Some(js) = pod.labels().get(JOBSET_UID) {
-            self.by_jobset.entry(js.clone()).or_default().insert(uid.to_string(), Arc::new(pod.clone()));
-            self.filed.insert(uid.to_string(), js.clone());
-        }
-    }
-}
-
-impl PodIndex {
-    fn apply(&self, ev: &watcher::Event<Pod>) {
-        match ev {
-            watcher::Event::Apply(p) => Ctx::lock(&self.pods).insert(p),
-            watcher::Event::Delete(p) => {
-                if let Some(uid) = p.metadata.uid.as_deref() {
-                    Ctx::lock(&self.pods).remove(uid);
-                }
-            }
-            watcher::Event::Init => *Ctx::lock(&self.relist) = PodsByJobSet::default(),
-            watcher::Event::InitApply(p) => Ctx::lock(&self.relist).insert(p),
-            watcher::Event::InitDone => {
-                let fresh = std::mem::take(&mut *Ctx::lock(&self.relist));
-                *Ctx::lock(&self.pods) = fresh;
-            }
-        }
-    }
-
-    fn of(&self, jobset_uid: &str) -> Vec<Arc<Pod>> {
-        Ctx::lock(&self.pods).by_jobset.get(jobset_uid).map(|m| m.values().cloned().collect()).unwrap_or_default()
-    }
+/// Pods are filed by their label `jobset.sigs.k8s.io/jobset-uid`, so pods of a deleted JobSet of
+/// the same name are not taken for the new one's.
+fn jobset_uid(p: &Pod) -> Option<&str> {
+    p.metadata.labels.as_ref()?.get(JOBSET_UID).map(String::as_str)
 }
 
 pub async fn reconcile(js: Arc<JobSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -382,7 +326,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     // Claims are only looked up, never reconciled on.
     let claim_cache = reflector(claim_writer, claim_watch).default_backoff().for_each(|_| async {});
     // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
-    let pod_index = PodIndex::default();
+    let pod_index = PodIndex::new(jobset_uid);
     let indexer = pod_index.clone();
     let pod_events = watcher(pods, watcher::Config::default().labels(JOBSET_NAME))
         .map_ok(move |ev| {
@@ -419,40 +363,5 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     tokio::select! {
         _ = reconciles => {}
         _ = claim_cache => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::children::fixtures::pod;
-    use super::*;
-
-    fn filed(jobset_uid: &str, pod_uid: &str) -> Pod {
-        let mut p = pod("js", pod_uid).label(JOBSET_UID, jobset_uid).obj();
-        p.metadata.uid = Some(pod_uid.into());
-        p
-    }
-
-    fn uids(index: &PodIndex, jobset_uid: &str) -> Vec<String> {
-        let mut out: Vec<String> = index.of(jobset_uid).iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        out.sort();
-        out
-    }
-
-    #[test]
-    fn the_pod_index_files_pods_by_jobset_uid_through_relabels_deletions_and_relists() {
-        let index = PodIndex::default();
-        index.apply(&watcher::Event::Apply(filed("a", "p1")));
-        index.apply(&watcher::Event::Apply(filed("a", "p2")));
-        index.apply(&watcher::Event::Apply(filed("b", "p2")));
-        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p1".into()], vec!["p2".into()]));
-        index.apply(&watcher::Event::Delete(filed("a", "p1")));
-        assert!(uids(&index, "a").is_empty());
-        // A relist replaces everything once it is done, not before.
-        index.apply(&watcher::Event::Init);
-        index.apply(&watcher::Event::InitApply(filed("a", "p3")));
-        assert_eq!(uids(&index, "b"), ["p2"]);
-        index.apply(&watcher::Event::InitDone);
-        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
     }
 }

@@ -1,0 +1,120 @@
+//! Pods grouped by their owner (a Job's uid, a JobSet's uid), kept from a pod watch's events, so
+//! a reconcile reads its owner's pods without scanning every pod of the cluster.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher;
+
+/// The owner key a pod is filed under (`None`: not indexed).
+pub type OwnerKey = fn(&Pod) -> Option<&str>;
+
+#[derive(Clone)]
+pub struct PodIndex {
+    key: OwnerKey,
+    pods: Arc<Mutex<Grouped>>,
+    /// The relist in progress (between `Init` and `InitDone`).
+    relist: Arc<Mutex<Grouped>>,
+}
+
+#[derive(Default)]
+struct Grouped {
+    /// Owner key → pod uid → pod.
+    by_owner: HashMap<String, HashMap<String, Arc<Pod>>>,
+    /// Pod uid → the owner key it is filed under, so a pod whose key changed moves.
+    filed: HashMap<String, String>,
+}
+
+impl Grouped {
+    fn remove(&mut self, pod_uid: &str) {
+        if let Some(owner) = self.filed.remove(pod_uid)
+            && let Some(pods) = self.by_owner.get_mut(&owner)
+        {
+            pods.remove(pod_uid);
+            if pods.is_empty() {
+                self.by_owner.remove(&owner);
+            }
+        }
+    }
+
+    fn insert(&mut self, key: OwnerKey, pod: &Pod) {
+        let Some(uid) = pod.metadata.uid.as_deref() else { return };
+        self.remove(uid);
+        if let Some(owner) = key(pod) {
+            self.by_owner.entry(owner.to_string()).or_default().insert(uid.to_string(), Arc::new(pod.clone()));
+            self.filed.insert(uid.to_string(), owner.to_string());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl PodIndex {
+    pub fn new(key: OwnerKey) -> PodIndex {
+        PodIndex { key, pods: Arc::default(), relist: Arc::default() }
+    }
+
+    /// Follows one event of the pod watch.
+    pub fn apply(&self, ev: &watcher::Event<Pod>) {
+        match ev {
+            watcher::Event::Apply(p) => lock(&self.pods).insert(self.key, p),
+            watcher::Event::Delete(p) => {
+                if let Some(uid) = p.metadata.uid.as_deref() {
+                    lock(&self.pods).remove(uid);
+                }
+            }
+            watcher::Event::Init => *lock(&self.relist) = Grouped::default(),
+            watcher::Event::InitApply(p) => lock(&self.relist).insert(self.key, p),
+            watcher::Event::InitDone => {
+                let fresh = std::mem::take(&mut *lock(&self.relist));
+                *lock(&self.pods) = fresh;
+            }
+        }
+    }
+
+    /// The pods filed under `owner`.
+    pub fn of(&self, owner: &str) -> Vec<Arc<Pod>> {
+        lock(&self.pods).by_owner.get(owner).map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn by_label(p: &Pod) -> Option<&str> {
+        p.metadata.labels.as_ref()?.get("owner").map(String::as_str)
+    }
+
+    fn filed(owner: &str, pod_uid: &str) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": pod_uid, "uid": pod_uid, "labels": {"owner": owner}}}))
+            .unwrap()
+    }
+
+    fn uids(index: &PodIndex, owner: &str) -> Vec<String> {
+        let mut out: Vec<String> = index.of(owner).iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn pods_are_filed_by_owner_through_key_changes_deletions_and_relists() {
+        let index = PodIndex::new(by_label);
+        index.apply(&watcher::Event::Apply(filed("a", "p1")));
+        index.apply(&watcher::Event::Apply(filed("a", "p2")));
+        index.apply(&watcher::Event::Apply(filed("b", "p2")));
+        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p1".into()], vec!["p2".into()]));
+        index.apply(&watcher::Event::Delete(filed("a", "p1")));
+        assert!(uids(&index, "a").is_empty());
+        // A relist replaces everything once it is done, not before.
+        index.apply(&watcher::Event::Init);
+        index.apply(&watcher::Event::InitApply(filed("a", "p3")));
+        assert_eq!(uids(&index, "b"), ["p2"]);
+        index.apply(&watcher::Event::InitDone);
+        assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
+    }
+}
