@@ -29,8 +29,8 @@ use crate::selector::FieldSelector;
 
 const PREFIX: &str = "jsp1.";
 /// The annotation the in-place restart agent writes on its pod.
-pub const IN_PLACE_RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/in-place-restart-attempt";
-const JOBSET_NAME: &str = "jobset.sigs.k8s.io/jobset-name";
+pub use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use jobset_api::jobset::keys::JOBSET_NAME;
 
 /// The authenticated caller of a request (a request extension; none means in-process: admin).
 #[derive(Debug, Clone, PartialEq, Eq)]
