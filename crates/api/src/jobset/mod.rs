@@ -1,5 +1,6 @@
 //! JobSet (`jobset.x-k8s.io/v1alpha2`): types, well-known names, defaulting and validation.
 
+pub mod agent;
 pub mod defaults;
 pub mod keys;
 pub mod types;
