@@ -9,7 +9,7 @@
 //! - discovery (`/api`, `/apis`, ...), as every authenticated user may;
 //! - `get` of its own pod, `get` of its own JobSet, `list`/`watch` of JobSets with the field
 //!   selector `metadata.name=<its JobSet>`;
-//! - `patch`/`update` of its own pod changing nothing but the annotation
+//! - `patch` of its own pod (as the shipped Role, config/in-place-restart/rbac.yaml) changing nothing but the annotation
 //!   `jobset.sigs.k8s.io/in-place-restart-attempt`.
 //!
 //! Everything else is 403 with RBAC's wording. A token is `jsp1.<claims>.<HMAC-SHA256>`, keyed by
@@ -144,7 +144,7 @@ pub fn authorize(id: &PodIdentity, r: &ResourceRequest<'_>) -> Result<(), ApiErr
     let allowed = own_ns
         && r.subresource.is_none()
         && match (r.def.group.as_str(), r.def.plural.as_str()) {
-            ("", "pods") => r.name == Some(id.pod.as_str()) && matches!(verb, "get" | "patch" | "update"),
+            ("", "pods") => r.name == Some(id.pod.as_str()) && matches!(verb, "get" | "patch"),
             ("jobset.x-k8s.io", "jobsets") => id.jobset.as_deref().is_some_and(|js| match verb {
                 "get" => r.name == Some(js),
                 "list" | "watch" => r.name.is_none() && selects_only(r.field_selector, js),
