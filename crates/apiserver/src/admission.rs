@@ -1,4 +1,4 @@
-//! Admission hook points: per-kind defaulting and validation, called on create and update.
+//! Admission hook points: per-kind defaulting, validation and warnings, called on create and update.
 //!
 //! The JobSet and Job webhooks of later work plug in here; built-in defaults live in `builtin`.
 
@@ -22,6 +22,11 @@ pub trait AdmissionHook: Send + Sync {
     fn default(&self, _obj: &mut Value, _old: Option<&Value>) {}
     /// Returns every problem found; an empty list admits the object.
     fn validate(&self, _obj: &Value, _old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
+        vec![]
+    }
+    /// Warnings about an admitted object, as an admission webhook's `warnings`: the request
+    /// succeeds and the client shows each (kubectl: `Warning: <text>` on stderr).
+    fn warnings(&self, _obj: &Value, _old: Option<&Value>) -> Vec<String> {
         vec![]
     }
 }
@@ -56,5 +61,119 @@ impl Admission {
 
     pub fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
         self.for_def(def).iter().flat_map(|h| h.validate(obj, old, lookup)).collect()
+    }
+
+    pub fn warnings(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<String> {
+        self.for_def(def).iter().flat_map(|h| h.warnings(obj, old)).collect()
+    }
+}
+
+/// Total runes of warning text a response carries before each warning is truncated
+/// (`truncateAtTotalRunes` in k8s.io/apiserver/pkg/endpoints/filters/warning.go).
+const TRUNCATE_AT_TOTAL_RUNES: usize = 4 * 1024;
+/// What each warning is truncated to once the total is exceeded (`truncateItemRunes`).
+const TRUNCATE_ITEM_RUNES: usize = 256;
+
+/// The `Warning` header values for `texts`, as kube-apiserver's warning recorder writes them
+/// (`WithWarningRecorder`): `299 - "<text>"` with `"` and `\` escaped; empty and repeated texts
+/// and texts with control characters left out; once the texts exceed 4096 characters together,
+/// every text cut to 256 characters, and later ones dropped when that total is reached again.
+pub fn warning_headers(texts: &[String]) -> Vec<String> {
+    warning_headers_limited(texts, TRUNCATE_AT_TOTAL_RUNES, TRUNCATE_ITEM_RUNES)
+}
+
+/// `NewWarningHeader(299, "-", text)` of k8s.io/apimachinery/pkg/util/net.
+fn warning_header(text: &str) -> Option<String> {
+    if text.chars().any(char::is_control) {
+        return None;
+    }
+    let mut h = String::with_capacity(text.len() + 8);
+    h.push_str("299 - \"");
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            h.push('\\');
+        }
+        h.push(c);
+    }
+    h.push('"');
+    Some(h)
+}
+
+/// Upstream's `recorder.AddWarning`, applied to each text in order.
+fn warning_headers_limited(texts: &[String], total: usize, item: usize) -> Vec<String> {
+    let cut = |t: &str| -> (String, usize) {
+        let n = t.chars().count();
+        if n > item { (t.chars().take(item).collect(), item) } else { (t.to_string(), n) }
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut ordered: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    let (mut written, mut truncating) = (0, false);
+    for t in texts.iter().map(String::as_str) {
+        if t.is_empty() || (truncating && written >= total) || !seen.insert(t) {
+            continue;
+        }
+        ordered.push(t);
+        let (text, len) = if truncating { cut(t) } else { (t.to_string(), t.chars().count()) };
+        let Some(header) = warning_header(&text) else { continue };
+        if written + len <= total || truncating {
+            written += len;
+            out.push(header);
+            continue;
+        }
+        // Over the total: from here on every warning is truncated, the earlier ones too.
+        truncating = true;
+        written = 0;
+        out.clear();
+        for w in &ordered {
+            let (text, len) = cut(w);
+            if let Some(header) = warning_header(&text) {
+                written += len;
+                out.push(header);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn warnings_are_quoted_escaped_and_deduplicated_like_kube_apiserver() {
+        let got = warning_headers(&strings(&["mytext1", "", "say \"hi\" \\ bye", "mytext1", "my\ntext", "Iñtërnâtiô"]));
+        assert_eq!(got, ["299 - \"mytext1\"", r#"299 - "say \"hi\" \\ bye""#, "299 - \"Iñtërnâtiô\""]);
+    }
+
+    /// Upstream's `TestTruncation` (warning_test.go), with its limits of 25 and 5.
+    #[test]
+    fn warnings_over_the_total_are_truncated_like_kube_apiserver() {
+        let limited = |texts: &[&str]| warning_headers_limited(&strings(texts), 25, 5);
+        let first = ["aaaaaaaaaa", "aaaaaaaaaa", "bb", "ccc", "Iñtërnâtiô"];
+        assert_eq!(limited(&first), ["299 - \"aaaaaaaaaa\"", "299 - \"bb\"", "299 - \"ccc\"", "299 - \"Iñtërnâtiô\""]);
+        let mut more = first.to_vec();
+        more.push("eeeeeeeeee");
+        assert_eq!(
+            limited(&more),
+            ["299 - \"aaaaa\"", "299 - \"bb\"", "299 - \"ccc\"", "299 - \"Iñtër\"", "299 - \"eeeee\""]
+        );
+        // Truncated items count 5 each: "fffff" reaches the total of 25, "ggggg" is dropped.
+        more.extend(["ffffffffff", "gggggggggg"]);
+        assert_eq!(
+            limited(&more),
+            [
+                "299 - \"aaaaa\"",
+                "299 - \"bb\"",
+                "299 - \"ccc\"",
+                "299 - \"Iñtër\"",
+                "299 - \"eeeee\"",
+                "299 - \"fffff\""
+            ]
+        );
     }
 }

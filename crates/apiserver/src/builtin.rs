@@ -1,6 +1,7 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
 //! (the logic lives in `jobset_api::job`) and JobSet defaulting and validation (upstream's
-//! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`).
+//! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`), with a
+//! warning for an `InPlaceRestart` JobSet whose pods run no in-place restart agent.
 
 use std::sync::Arc;
 
@@ -39,6 +40,9 @@ impl AdmissionHook for JobSetAdmission {
     fn validate(&self, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
         let claim = |ns: &str, name: &str| lookup.get("", "persistentvolumeclaims", ns, name);
         causes(jobset_api::jobset::validate_jobset_in(obj, old, &self.features, &claim))
+    }
+    fn warnings(&self, obj: &Value, _old: Option<&Value>) -> Vec<String> {
+        jobset_api::jobset::agent::missing_agent_warnings(obj)
     }
 }
 

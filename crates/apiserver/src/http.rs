@@ -41,6 +41,15 @@ pub struct ServerConfig {
     pub log_dir: Option<std::path::PathBuf>,
     /// How often a followed log is polled for new lines.
     pub log_poll_interval: Duration,
+    /// Read-only requests served at once; more are answered 429 (kube-apiserver's
+    /// `--max-requests-inflight`, 400 there). `None` (or 0, as there): unlimited. Long-running
+    /// requests (watches, pods/log, exec, attach, port-forward, proxy) are never counted.
+    pub max_requests_inflight: Option<usize>,
+    /// POST, PUT, PATCH and DELETE requests served at once (`--max-mutating-requests-inflight`,
+    /// 200 there). `None` (or 0): unlimited.
+    pub max_mutating_requests_inflight: Option<usize>,
+    /// The `Retry-After` of a 429 (kube-apiserver: 1).
+    pub retry_after_seconds: u32,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +62,9 @@ impl Default for ServerConfig {
             gc_interval: Duration::from_secs(5),
             log_dir: None,
             log_poll_interval: Duration::from_millis(200),
+            max_requests_inflight: None,
+            max_mutating_requests_inflight: None,
+            retry_after_seconds: 1,
         }
     }
 }
@@ -61,8 +73,11 @@ pub struct ApiServer {
     pub store: Store,
     pub admission: Admission,
     pub config: ServerConfig,
-    /// Requests served so far, by verb (for benchmarks and metrics).
+    /// Requests served so far, by verb, and those rejected by the in-flight limits (for
+    /// benchmarks and metrics).
     pub requests: RequestCounts,
+    /// The in-flight limits of `config`.
+    pub(crate) inflight: Inflight,
     /// What `GET /metrics` serves (404 while unset): a Prometheus registry shared with the
     /// components that register into it.
     pub(crate) metrics: std::sync::RwLock<Option<MetricsRegistry>>,
@@ -74,7 +89,8 @@ pub type MetricsRegistry = Arc<std::sync::Mutex<prometheus_client::registry::Reg
 /// The content type of the OpenMetrics text encoding.
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Requests served, per verb.
+/// Requests served, per verb (a request answered 429 by an in-flight limit is in `rejected_*`
+/// only; a retry that is then served counts once more).
 #[derive(Default, Debug)]
 pub struct RequestCounts {
     pub get: std::sync::atomic::AtomicU64,
@@ -85,6 +101,10 @@ pub struct RequestCounts {
     pub patch: std::sync::atomic::AtomicU64,
     pub delete: std::sync::atomic::AtomicU64,
     pub other: std::sync::atomic::AtomicU64,
+    /// Read-only requests answered 429 (kube-apiserver's `apiserver_dropped_requests_total{request_kind="readOnly"}`).
+    pub rejected_read_only: std::sync::atomic::AtomicU64,
+    /// Mutating requests answered 429 (`apiserver_dropped_requests_total{request_kind="mutating"}`).
+    pub rejected_mutating: std::sync::atomic::AtomicU64,
 }
 
 impl RequestCounts {
@@ -123,6 +143,99 @@ impl RequestCounts {
         let total = v.iter().map(|(_, n)| n).sum();
         (v, total)
     }
+
+    /// Requests answered 429 by the in-flight limits, read-only and mutating together.
+    pub fn rejected(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.rejected_read_only.load(Relaxed) + self.rejected_mutating.load(Relaxed)
+    }
+}
+
+/// The in-flight limits: one semaphore per class, taken without waiting (kube-apiserver's
+/// `WithMaxInFlightLimit`).
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    read_only: Option<Arc<tokio::sync::Semaphore>>,
+    mutating: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl Inflight {
+    pub(crate) fn new(config: &ServerConfig) -> Inflight {
+        let limit = |n: Option<usize>| {
+            n.filter(|&n| n > 0)
+                .map(|n| Arc::new(tokio::sync::Semaphore::new(n.min(tokio::sync::Semaphore::MAX_PERMITS))))
+        };
+        Inflight {
+            read_only: limit(config.max_requests_inflight),
+            mutating: limit(config.max_mutating_requests_inflight),
+        }
+    }
+}
+
+/// The subresources kube-apiserver treats as long-running (`BasicLongRunningRequestCheck`).
+const LONG_RUNNING_SUBRESOURCES: &[&str] = &["attach", "exec", "proxy", "log", "portforward"];
+
+/// Whether kube-apiserver counts `req` as long-running: a watch (`?watch=true`, or a
+/// `/watch/` path), a proxy, or one of [`LONG_RUNNING_SUBRESOURCES`]. The in-flight limits skip it.
+fn long_running(method: &Method, path: &str, query: Option<&str>) -> bool {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return false,
+    };
+    if matches!(rest.first(), Some(&"watch" | &"proxy")) {
+        return true;
+    }
+    let watch = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .any(|(k, v)| k == "watch" && matches!(&*v, "true" | "1"));
+    if *method == Method::GET && watch {
+        return true;
+    }
+    let rest = match rest {
+        ["namespaces", _, r, tail @ ..] if *r != "status" && *r != "finalize" => tail,
+        [_, tail @ ..] => tail,
+        [] => rest,
+    };
+    // `rest` is now `[name, subresource, ..]`.
+    matches!(rest, [_, sub, ..] if LONG_RUNNING_SUBRESOURCES.contains(sub))
+}
+
+/// kube-apiserver's answer beyond an in-flight limit (`tooManyRequests` in
+/// `k8s.io/apiserver/pkg/server/filters/maxinflight.go`: `http.Error`, so plain text, not a Status).
+fn too_many_requests(retry_after_seconds: u32) -> Response {
+    Response::builder()
+        .status(StatusCode::TOO_MANY_REQUESTS)
+        .header(header::RETRY_AFTER, retry_after_seconds.to_string())
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .body(Body::from(TOO_MANY_REQUESTS_MESSAGE))
+        .expect("static response parts")
+}
+
+/// The body of a 429 from an in-flight limit (Go's `http.Error` appends the newline).
+pub const TOO_MANY_REQUESTS_MESSAGE: &str = "Too many requests, please try again later.\n";
+
+/// The in-flight limits, in front of every handler. A permit is held until the response body has
+/// been sent (or dropped), as kube-apiserver holds its slot until the handler has written it.
+async fn limit_inflight(State(server): State<Arc<ApiServer>>, req: Request, next: axum::middleware::Next) -> Response {
+    let mutating = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
+    let sem = if mutating { &server.inflight.mutating } else { &server.inflight.read_only };
+    let Some(sem) = sem else { return next.run(req).await };
+    if long_running(req.method(), req.uri().path(), req.uri().query()) {
+        return next.run(req).await;
+    }
+    let Ok(permit) = sem.clone().try_acquire_owned() else {
+        use std::sync::atomic::Ordering::Relaxed;
+        let counter = if mutating { &server.requests.rejected_mutating } else { &server.requests.rejected_read_only };
+        counter.fetch_add(1, Relaxed);
+        return too_many_requests(server.config.retry_after_seconds);
+    };
+    let (parts, body) = next.run(req).await.into_parts();
+    let body = body.map_frame(move |frame| {
+        let _held: &tokio::sync::OwnedSemaphorePermit = &permit;
+        frame
+    });
+    Response::from_parts(parts, Body::new(body))
 }
 
 impl ApiServer {
@@ -137,11 +250,12 @@ impl ApiServer {
         axum::Router::new()
             .fallback(handle)
             .with_state(self.clone())
+            .layer(axum::middleware::from_fn_with_state(self.clone(), limit_inflight))
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
     }
 
     fn ctx(&self) -> Ctx<'_> {
-        Ctx { admission: &self.admission }
+        Ctx::new(&self.admission)
     }
 
     /// Serves `registry` at `GET /metrics` (replacing any registry set before).
@@ -443,7 +557,20 @@ fn decode_continue(token: &str) -> Result<(String, String)> {
     Ok((ns, name))
 }
 
+/// Serves a resource request; admission's warnings become `Warning` headers of the response,
+/// whatever its status (as kube-apiserver's warning recorder writes them).
 async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<Response> {
+    let ctx = server.ctx();
+    let mut resp = serve_resource(server.clone(), &ctx, rp, req).await.unwrap_or_else(IntoResponse::into_response);
+    for w in crate::admission::warning_headers(&ctx.take_warnings()) {
+        if let Ok(v) = http::HeaderValue::from_bytes(w.as_bytes()) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    Ok(resp)
+}
+
+async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req: Request) -> Result<Response> {
     server.requests.count(req.method(), req.uri().query(), rp.name.is_none());
     let q = parse_query(req.uri().query());
     let acc = accept(&req);
@@ -511,7 +638,7 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             }
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
-            let o = write(&server, |txn| ops::create(txn, &server.ctx(), &sdef, &nsv, v)).await?;
+            let o = write(&server, |txn| ops::create(txn, ctx, &sdef, &nsv, v)).await?;
             Ok(object_response(StatusCode::CREATED, &def, &o, &acc, &q))
         }
         (Method::POST, Some(name), Some(Subresource::Binding)) => {
@@ -527,7 +654,7 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             let body = read_body(&server, req.into_body()).await?;
             let v = parse_json(&body, &def)?;
             let opts = DeleteOptions::from_json(v.get("deleteOptions").unwrap_or(&Value::Null))?;
-            write(&server, |txn| crate::pods::evict(txn, &server.ctx(), &def, &nsv, &name, &opts)).await?;
+            write(&server, |txn| crate::pods::evict(txn, ctx, &def, &nsv, &name, &opts)).await?;
             Ok(value_response(
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
@@ -538,7 +665,7 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
             let o = write(&server, |txn| {
-                let o = ops::update(txn, &server.ctx(), &sdef, &nsv, &name, v, target, None)?;
+                let o = ops::update(txn, ctx, &sdef, &nsv, &name, v, target, None)?;
                 check_write(txn, &o)?;
                 Ok(o)
             })
@@ -559,7 +686,7 @@ async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<R
             }
             let body = read_body(&server, req.into_body()).await?;
             let (o, created) = write(&server, |txn| {
-                let out = ops::patch(txn, &server.ctx(), &sdef, &nsv, &name, kind, &body, target, view)?;
+                let out = ops::patch(txn, ctx, &sdef, &nsv, &name, kind, &body, target, view)?;
                 check_write(txn, &out.0)?;
                 Ok(out)
             })
@@ -717,4 +844,37 @@ fn json_response_body(body: Body) -> Response {
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(body)
         .expect("static response parts")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_running_requests_are_kube_apiservers() {
+        let get = Method::GET;
+        for (method, path, query, want) in [
+            (&get, "/api/v1/namespaces/default/pods", Some("watch=true&resourceVersion=5"), true),
+            (&get, "/api/v1/pods", Some("watch=1"), true),
+            (&get, "/apis/batch/v1/namespaces/default/jobs", Some("watch=false"), false),
+            (&get, "/api/v1/watch/namespaces/default/pods", None, true),
+            (&get, "/api/v1/namespaces/default/pods/p/log", Some("follow=true"), true),
+            (&get, "/api/v1/namespaces/default/pods/p/log", None, true),
+            (&Method::POST, "/api/v1/namespaces/default/pods/p/exec", Some("command=ls"), true),
+            (&get, "/api/v1/namespaces/default/pods/p/attach", None, true),
+            (&Method::POST, "/api/v1/namespaces/default/pods/p/portforward", None, true),
+            (&get, "/api/v1/namespaces/default/services/s/proxy", None, true),
+            (&get, "/api/v1/nodes/n/proxy", None, true),
+            // A pod named like a subresource, and ordinary requests, count.
+            (&get, "/api/v1/namespaces/default/pods/log", None, false),
+            (&get, "/api/v1/namespaces/default/pods/p/status", None, false),
+            (&get, "/api/v1/namespaces/log", None, false),
+            (&get, "/api/v1/namespaces/default/finalize", None, false),
+            (&Method::POST, "/api/v1/namespaces/default/pods", Some("watch=true"), false),
+            (&get, "/healthz", None, false),
+            (&get, "/apis", None, false),
+        ] {
+            assert_eq!(long_running(method, path, query), want, "{method} {path}?{query:?}");
+        }
+    }
 }

@@ -51,8 +51,15 @@ impl ApiServer {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
         let admission = builtin::with_builtins(admission);
-        let server =
-            Arc::new(ApiServer { store, admission, config, requests: Default::default(), metrics: Default::default() });
+        let inflight = http::Inflight::new(&config);
+        let server = Arc::new(ApiServer {
+            store,
+            admission,
+            config,
+            requests: Default::default(),
+            inflight,
+            metrics: Default::default(),
+        });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)
     }
@@ -68,7 +75,7 @@ impl ApiServer {
         let ns_def = reg.get("", "v1", "namespaces").expect("built in");
         let crd_def = reg.get("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("built in");
         let crds = jobset_api::crds::preinstalled().map_err(ApiError::internal)?;
-        let ctx = Ctx { admission: &self.admission };
+        let ctx = Ctx::new(&self.admission);
         self.store.write(|txn| {
             for ns in SYSTEM_NAMESPACES {
                 if txn.get(&Txn::key(&ns_def, "", ns)).is_none() {
@@ -90,8 +97,14 @@ impl ApiServer {
     }
 
     /// A `kube::Client` bound to this server in-process: no network, no token. Needs a Tokio runtime.
+    /// Like a client built from a kubeconfig, it retries 429 (an in-flight limit) and 503/504
+    /// with kube's `RetryPolicy::server_retry()`, which waits the server's `Retry-After`.
     pub fn client(self: &Arc<Self>) -> kube::Client {
-        kube::Client::new(self.router(), "default")
+        let service = tower::ServiceBuilder::new()
+            .layer(tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()))
+            .map_err(tower::BoxError::from)
+            .service(self.router());
+        kube::Client::new(service, "default")
     }
 
     /// Whether the pod a token is bound to still exists (the same pod: same uid).

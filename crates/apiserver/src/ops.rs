@@ -83,6 +83,25 @@ pub fn parse_propagation(p: &str) -> Result<Propagation> {
 /// Everything a write needs besides the transaction.
 pub struct Ctx<'a> {
     pub admission: &'a Admission,
+    /// What admission warned about during this request, in order (the `Warning` headers).
+    warnings: std::sync::Mutex<Vec<String>>,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(admission: &'a Admission) -> Ctx<'a> {
+        Ctx { admission, warnings: Default::default() }
+    }
+
+    fn warn(&self, warnings: Vec<String>) {
+        if !warnings.is_empty() {
+            self.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(warnings);
+        }
+    }
+
+    /// The warnings admission gave so far, emptying the list.
+    pub fn take_warnings(&self) -> Vec<String> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|e| e.into_inner()))
+    }
 }
 
 fn random_suffix() -> String {
@@ -277,6 +296,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
+    ctx.warn(ctx.admission.warnings(def, &body, None));
     if txn.get(&Txn::key(def, ns_of(def, ns), &name)).is_some() {
         return Err(ApiError::already_exists(def, &name));
     }
@@ -427,6 +447,7 @@ pub fn update(
         if !causes.is_empty() {
             return Err(ApiError::invalid(def, name, causes));
         }
+        ctx.warn(ctx.admission.warnings(def, &new, Some(&old)));
     }
     if def.is_crd() {
         crate::resources::defs_from_crd(&new).map_err(|m| {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::Request;
 
 use crate::client::{self, ClientArgs};
 use crate::kinds::{self, Resource};
@@ -41,6 +42,29 @@ impl Target<'_> {
             Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
             None => Api::all_with(client.clone(), &ar),
         }
+    }
+
+    /// Requests for this target's resource (kube's `Api` does not show the response's warnings).
+    fn request(&self) -> Request {
+        let ar = self.resource.api_resource();
+        Request::new(<DynamicObject as kube::Resource>::url_path(&ar, self.namespace.as_deref()))
+    }
+
+    /// POSTs the object; warnings are printed.
+    async fn create(&self, client: &Client) -> Result<DynamicObject, kube::Error> {
+        let body = serde_json::to_vec(&self.object()).map_err(kube::Error::SerdeError)?;
+        let req = self.request().create(&PostParams::default(), body).map_err(kube::Error::BuildRequest)?;
+        client::send_warned(client, req).await
+    }
+
+    /// Server-side applies the object (forced, field manager `jobset`); warnings are printed.
+    async fn apply(&self, client: &Client) -> Result<DynamicObject, kube::Error> {
+        let params = PatchParams::apply("jobset").force();
+        let req = self
+            .request()
+            .patch(self.doc.name(), &params, &Patch::Apply(&self.object()))
+            .map_err(kube::Error::BuildRequest)?;
+        client::send_warned(client, req).await
     }
 
     /// The object with its namespace filled in.
@@ -101,9 +125,9 @@ pub async fn create_all(client: &Client, targets: &[Target<'_>]) -> Result<Vec<D
     let mut created = Vec::new();
     let mut names = Vec::new();
     for t in targets {
-        let obj: DynamicObject = serde_json::from_value(t.object())
+        let _: DynamicObject = serde_json::from_value(t.object())
             .map_err(|e| Failure::new(USAGE, format!("error: {}: {}: {e}", t.doc.file, t.reference())))?;
-        match t.api(client).create(&PostParams::default(), &obj).await {
+        match t.create(client).await {
             Ok(o) => {
                 println!("{} created", t.reference());
                 names.push(t.reference());
@@ -137,8 +161,7 @@ pub async fn run(args: ApplyArgs) -> anyhow::Result<i32> {
         let api = t.api(&conn.client);
         let name = t.doc.name();
         let before = api.get_opt(name).await.map_err(|e| Failure::new(1, client::server_error(&e)))?;
-        let params = PatchParams::apply("jobset").force();
-        match api.patch(name, &params, &Patch::Apply(&t.object())).await {
+        match t.apply(&conn.client).await {
             Ok(after) => {
                 let verb = match before {
                     None => "created",

@@ -32,6 +32,7 @@ pub struct ClusterOptions {
     pub runtime: String,
     pub timing: TimingArgs,
 }
+    pub inflight: crate::up::InflightArgs,
 
 /// The local cluster's timings, shared by `jobset up` and `jobset run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -70,6 +71,8 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
     config.store.watch_history = opts.watch_history;
     config.log_dir = Some(opts.state_dir.join("logs"));
     let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
+    config.max_requests_inflight = opts.inflight.max_requests_inflight;
+    config.max_mutating_requests_inflight = opts.inflight.max_mutating_requests_inflight;
     let addr = SocketAddr::from(([127, 0, 0, 1], opts.port));
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,

@@ -48,6 +48,9 @@ pub struct RunArgs {
     pub port: u16,
     #[command(flatten)]
     pub timing: crate::cluster::TimingArgs,
+    /// Embedded cluster: the API server's in-flight limits.
+    #[command(flatten)]
+    pub inflight: crate::up::InflightArgs,
 }
 
 /// How often progress is polled.
@@ -98,6 +101,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             nodes: Some(nodes),
             runtime: args.runtime.clone(),
             timing: args.timing.clone(),
+            inflight: args.inflight.clone(),
         };
         let e = cluster::start(&opts).await?;
         let kubeconfig = e.kubeconfig.clone();

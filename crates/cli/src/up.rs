@@ -39,6 +39,22 @@ pub struct UpArgs {
     pub runtime: String,
     #[command(flatten)]
     pub timing: crate::cluster::TimingArgs,
+    #[command(flatten)]
+    pub inflight: InflightArgs,
+}
+
+/// The API server's in-flight limits, as kube-apiserver's flags of the same names: a request
+/// beyond them is answered 429 with `Retry-After: 1`, which kube clients and kubectl retry.
+/// Watches, logs and exec are never counted. 0, as for kube-apiserver, means unlimited.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct InflightArgs {
+    /// Read-only requests served at once (default: unlimited; kube-apiserver's is 400).
+    #[arg(long, value_name = "N")]
+    pub max_requests_inflight: Option<usize>,
+    /// Mutating requests (POST, PUT, PATCH, DELETE) served at once (default: unlimited;
+    /// kube-apiserver's is 200).
+    #[arg(long, value_name = "N")]
+    pub max_mutating_requests_inflight: Option<usize>,
 }
 
 /// The local nodes asked for on the command line, if any.
@@ -65,6 +81,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         nodes,
         runtime: args.runtime.clone(),
         timing: args.timing.clone(),
+        inflight: args.inflight.clone(),
     };
     let embedded = cluster::start(&opts).await?;
     // Scripts wait for this line: the server accepts connections from here on.

@@ -6,6 +6,7 @@
 //! warns about an `InPlaceRestart` JobSet none of whose containers runs an agent.
 
 use k8s_openapi::api::core::v1::Container;
+use serde_json::Value;
 
 /// The agent image jobset-rs recognises, without tag.
 pub const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent";
@@ -33,6 +34,35 @@ pub fn runs_agent(c: &Container) -> bool {
     let command = argv.windows(2).any(|w| (w[0] == "jobset" || w[0].ends_with("/jobset")) && w[1] == "agent");
     let has = |name: &str| c.env.iter().flatten().any(|e| e.name == name);
     image || command || (has("JOBSET_NAME") && has("POD_NAME"))
+}
+
+/// Admission's warnings for a JobSet (JSON, as stored): with `spec.failurePolicy.restartStrategy:
+/// InPlaceRestart`, one for each replicated job whose pod template has no container (init or
+/// regular) that [`runs_agent`]: its pods would never report an in-place restart attempt.
+pub fn missing_agent_warnings(jobset: &Value) -> Vec<String> {
+    if jobset.pointer("/spec/failurePolicy/restartStrategy").and_then(Value::as_str) != Some("InPlaceRestart") {
+        return vec![];
+    }
+    let rjobs = jobset.pointer("/spec/replicatedJobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    rjobs
+        .iter()
+        .enumerate()
+        .filter(|(_, rjob)| {
+            let pod = rjob.pointer("/template/spec/template/spec");
+            let containers = ["initContainers", "containers"]
+                .into_iter()
+                .filter_map(|k| pod.and_then(|p| p.get(k)).and_then(Value::as_array))
+                .flatten();
+            !containers.filter_map(|c| serde_json::from_value::<Container>(c.clone()).ok()).any(|c| runs_agent(&c))
+        })
+        .map(|(i, _)| {
+            format!(
+                "spec.replicatedJobs[{i}].template.spec.template.spec: no container runs the in-place restart agent \
+                 (image {AGENT_IMAGE}, \"jobset agent\", or env JOBSET_NAME and POD_NAME); its pods will not take \
+                 part in in-place restarts"
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -73,6 +103,57 @@ mod tests {
             (json!({"name": "a", "image": "debian:12"}), false),
         ] {
             assert_eq!(runs_agent(&container(c.clone())), want, "{c}");
+        }
+    }
+
+    #[test]
+    fn in_place_restart_jobsets_are_warned_about_replicated_jobs_without_an_agent() {
+        use serde_json::json;
+        let agent = json!({"name": "agent", "image": "registry.k8s.io/jobset/in-place-restart-agent:v1"});
+        let main = json!({"name": "main", "image": "busybox"});
+        let env_agent = json!({"name": "a", "image": "x", "env": [{"name": "JOBSET_NAME"}, {"name": "POD_NAME"}]});
+        let jobset = |strategy: &str, pods: Vec<serde_json::Value>| {
+            let rjobs: Vec<_> = pods
+                .into_iter()
+                .enumerate()
+                .map(|(i, pod)| json!({"name": format!("r{i}"), "template": {"spec": {"template": {"spec": pod}}}}))
+                .collect();
+            json!({"spec": {"failurePolicy": {"restartStrategy": strategy}, "replicatedJobs": rjobs}})
+        };
+        let warning = |i: usize| {
+            format!(
+                "spec.replicatedJobs[{i}].template.spec.template.spec: no container runs the in-place restart agent (image registry.k8s.io/jobset/in-place-restart-agent, \"jobset agent\", or env JOBSET_NAME and POD_NAME); its pods will not take part in in-place restarts"
+            )
+        };
+        for (name, v, want) in [
+            ("no failure policy", json!({"spec": {"replicatedJobs": [{"name": "r"}]}}), vec![]),
+            ("recreate without agents", jobset("Recreate", vec![json!({"containers": [main.clone()]})]), vec![]),
+            (
+                "an agent as a sidecar (init container) or as a container",
+                jobset(
+                    "InPlaceRestart",
+                    vec![
+                        json!({"initContainers": [agent.clone()], "containers": [main.clone()]}),
+                        json!({"containers": [main.clone(), env_agent.clone()]}),
+                    ],
+                ),
+                vec![],
+            ),
+            (
+                "each replicated job without one",
+                jobset(
+                    "InPlaceRestart",
+                    vec![
+                        json!({"containers": [main.clone()]}),
+                        json!({"initContainers": [agent.clone()], "containers": [main.clone()]}),
+                        json!({"initContainers": [main.clone()], "containers": [{"name": "x", "image": "debian:12"}]}),
+                        json!({}),
+                    ],
+                ),
+                vec![warning(0), warning(2), warning(3)],
+            ),
+        ] {
+            assert_eq!(missing_agent_warnings(&v), want, "{name}");
         }
     }
 }
