@@ -7,8 +7,10 @@
 //!   consecutive successes or `failureThreshold` consecutive failures, and only when it changes);
 //! - [`run_action`]/[`run_handler`]: one probe or hook attempt (`exec` through
 //!   [`Runtime::exec`], `httpGet` (hyper's HTTP/1.1 client), `tcpSocket`, `sleep`; `grpc`
-//!   is not supported and fails with a message). When the runtime is not [`Runtime::reachable`]
-//!   (simulated containers listen nowhere), network actions succeed at once;
+//!   is not supported and fails with a message). An `httpGet` the runtime answers itself
+//!   ([`Runtime::http_probe`]: the simulated in-place restart agent's barrier) is not sent; other
+//!   network actions succeed at once when the runtime is not [`Runtime::reachable`] (simulated
+//!   containers listen nowhere);
 //! - [`supervise`]: the async loop of one container run, spawned by the pod worker when the run
 //!   starts and aborted when it ends: `postStart` first, then the startup probe until it succeeds,
 //!   then readiness and liveness side by side. It reports result *changes* as
@@ -258,9 +260,37 @@ async fn http_get(addr: &str, host_header: &str, path: &str, headers: &[(String,
     status
 }
 
+/// An HTTP status as a probe result (kubelet: 200-399 is success).
+fn http_result(code: u16) -> Result<(), String> {
+    if (200..400).contains(&code) { Ok(()) } else { Err(format!("HTTP probe failed with statuscode: {code}")) }
+}
+
 /// One attempt of `action` against `target`, bounded by `timeout`. `Ok` is success.
+///
+/// An `HTTP` `httpGet` the runtime answers itself ([`Runtime::http_probe`]) is not sent. The
+/// runtime may hold that answer for up to `timeout` (a long poll): the simulated in-place restart
+/// agent answers its barrier probe the moment the barrier lifts instead of with 503, so the
+/// startup probe passes without waiting for the next period. With `periodSeconds` no longer
+/// than `timeoutSeconds` (the agent's sidecar: both 1 s) the next attempt starts as soon as a
+/// held one answers 503, so the barrier is watched without a gap; a longer period leaves one.
+/// (Waking the prober early would need a second channel into [`probe_loop`]; the long poll keeps
+/// probing a plain request/response.)
 pub async fn run_action(target: &Target, action: &Action, timeout: Duration) -> Result<(), String> {
     let reachable = target.runtime.reachable();
+    let answered = match action {
+        Action::Http { port, path, scheme, .. } if scheme.eq_ignore_ascii_case("HTTP") => {
+            target.port(port).ok().and_then(|port| target.runtime.http_probe(&target.id, path, port, timeout))
+        }
+        _ => None,
+    };
+    if let Some(answer) = answered {
+        // The runtime answers within `timeout`; the margin only guards against one that does not.
+        let bound = timeout.saturating_add(Duration::from_secs(1));
+        return match tokio::time::timeout(bound, answer).await {
+            Ok(code) => http_result(code?),
+            Err(_) => Err(format!("timeout after {timeout:?}")),
+        };
+    }
     let attempt = async {
         match action {
             Action::Exec(argv) => {
@@ -282,12 +312,7 @@ pub async fn run_action(target: &Target, action: &Action, timeout: Duration) -> 
                 }
                 let host = target.host(host);
                 let addr = address(&host, target.port(port)?);
-                let code = http_get(&addr, &addr, path, headers).await?;
-                if (200..400).contains(&code) {
-                    Ok(())
-                } else {
-                    Err(format!("HTTP probe failed with statuscode: {code}"))
-                }
+                http_result(http_get(&addr, &addr, path, headers).await?)
             }
             Action::Tcp { host, port } => {
                 let addr = address(&target.host(host), target.port(port)?);
@@ -581,5 +606,84 @@ mod tests {
         assert!(res.is_err());
         let msg = run_action(&tg, &http(IntOrString::Int(ok_port as i32), "HTTPS"), t).await.unwrap_err();
         assert!(msg.contains("not supported"), "{msg}");
+    }
+
+    /// Not reachable, but answers httpGet probes on port 8081 itself: `/ok` 200, `/held` never
+    /// (until the probe's wait), anything else 503; `None` on other ports.
+    struct Answering(Arc<std::sync::Mutex<Vec<(String, u16, Duration)>>>);
+    impl Runtime for Answering {
+        fn start(
+            &self,
+            _: crate::runtime::StartRequest,
+        ) -> futures::future::BoxFuture<'static, Result<crate::runtime::Started, crate::runtime::RuntimeError>>
+        {
+            unimplemented!()
+        }
+        fn kill(&self, _: &ContainerId, _: Duration) {}
+        fn exec(
+            &self,
+            _: &ContainerId,
+            _: Vec<String>,
+            _: Duration,
+        ) -> futures::future::BoxFuture<'static, Result<crate::runtime::ExecOutput, crate::runtime::RuntimeError>>
+        {
+            unimplemented!()
+        }
+        fn http_probe(
+            &self,
+            _: &ContainerId,
+            path: &str,
+            port: u16,
+            wait: Duration,
+        ) -> Option<futures::future::BoxFuture<'static, Result<u16, String>>> {
+            self.0.lock().unwrap().push((path.to_string(), port, wait));
+            if port != 8081 {
+                return None;
+            }
+            let path = path.to_string();
+            Some(Box::pin(async move {
+                match path.as_str() {
+                    "/ok" => Ok(200),
+                    "/held" => std::future::pending().await,
+                    _ => Ok(503),
+                }
+            }))
+        }
+    }
+
+    #[tokio::test]
+    async fn http_probes_the_runtime_answers_are_not_sent() {
+        let asked = Arc::new(std::sync::Mutex::new(vec![]));
+        let tg = Target {
+            runtime: Arc::new(Answering(asked.clone())),
+            id: ContainerId("x".into()),
+            pod_ip: "127.0.0.1".into(),
+            container: serde_json::from_value(
+                serde_json::json!({"name": "c", "ports": [{"name": "barrier", "containerPort": 8081}]}),
+            )
+            .unwrap(),
+        };
+        let http = |port: IntOrString, path: &str, scheme: &str| Action::Http {
+            host: None,
+            port,
+            path: path.into(),
+            scheme: scheme.into(),
+            headers: vec![],
+        };
+        let t = Duration::from_millis(100);
+        assert_eq!(run_action(&tg, &http(IntOrString::String("barrier".into()), "/ok", "HTTP"), t).await, Ok(()));
+        let err = run_action(&tg, &http(IntOrString::Int(8081), "/down", "HTTP"), t).await.unwrap_err();
+        assert!(err.contains("statuscode: 503"), "{err}");
+        // A runtime that holds its answer past the timeout: the probe still ends, as a failure.
+        let err = run_action(&tg, &http(IntOrString::Int(8081), "/held", "HTTP"), t).await.unwrap_err();
+        assert!(err.contains("timeout"), "{err}");
+        // Not answered (another port): unreachable, so success as before; HTTPS is never asked.
+        assert_eq!(run_action(&tg, &http(IntOrString::Int(80), "/down", "HTTP"), t).await, Ok(()));
+        assert_eq!(run_action(&tg, &http(IntOrString::Int(8081), "/down", "HTTPS"), t).await, Ok(()));
+        let asked: Vec<(String, u16, Duration)> = asked.lock().unwrap().clone();
+        let want = ["/ok", "/down", "/held", "/down"].map(|p| p.to_string());
+        assert_eq!(asked.iter().map(|a| a.0.clone()).collect::<Vec<_>>(), want);
+        assert_eq!(asked.iter().map(|a| a.1).collect::<Vec<_>>(), [8081, 8081, 8081, 80], "named port resolved");
+        assert!(asked.iter().all(|a| a.2 == t), "the runtime may hold its answer for the probe's timeout");
     }
 }

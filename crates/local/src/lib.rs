@@ -22,7 +22,8 @@ use tokio::task::JoinHandle;
 /// How node agents run containers.
 #[derive(Debug, Clone)]
 pub enum RuntimeKind {
-    /// Nothing executes; pod annotations say how containers behave.
+    /// Nothing executes; pod annotations say how containers behave. In-place restart agents run
+    /// their real logic in-process against the cluster's API server.
     Simulated,
     /// Containers run as host processes.
     Process(ProcessConfig),
@@ -120,7 +121,10 @@ impl LocalCluster {
         let simulation = SimulationState::new();
         let mut temp_dir = None;
         let runtime: Arc<dyn Runtime> = match &config.runtime {
-            RuntimeKind::Simulated => Arc::new(SimulatedRuntime::new(simulation.clone())),
+            // In-place restart agents (sidecars) run in-process, with a client of their own.
+            RuntimeKind::Simulated => {
+                Arc::new(SimulatedRuntime::new(simulation.clone()).with_agent_client(server.client()))
+            }
             RuntimeKind::Process(p) => {
                 let mut p = p.clone();
                 // Sandboxes, claims and the /etc/hosts files live in the cluster's state dir

@@ -133,9 +133,28 @@ pub trait Runtime: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>>;
 
     /// Whether `httpGet` and `tcpSocket` probes and hooks can reach this runtime's containers at
-    /// their pod IP. When not (simulated containers listen nowhere), they count as successful.
+    /// their pod IP. When not (simulated containers listen nowhere), they count as successful,
+    /// unless [`Runtime::http_probe`] answers.
     fn reachable(&self) -> bool {
         false
+    }
+
+    /// Lets the runtime answer an `httpGet` probe (or hook) of container `id` itself, with the
+    /// response's status code (`Err`: no response, e.g. nothing listens on `port`). `path` is the
+    /// probe's path as written (with its query, if any), `port` is resolved. The answer may be
+    /// held up to `wait` (a long poll: the probe's timeout) and must come within it.
+    ///
+    /// `None` (the default) leaves the probe to the prober: a real GET when the runtime is
+    /// [`reachable`](Runtime::reachable), else success. The simulated runtime answers for the
+    /// in-place restart agent's barrier endpoint.
+    fn http_probe(
+        &self,
+        _id: &ContainerId,
+        _path: &str,
+        _port: u16,
+        _wait: Duration,
+    ) -> Option<BoxFuture<'static, Result<u16, String>>> {
+        None
     }
 
     /// An IP for a new pod, unique among the pods of this runtime.

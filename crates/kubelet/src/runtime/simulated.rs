@@ -13,13 +13,32 @@
 //! | `fail-indexes` | `1,3-5`: the non-zero exit code applies only to pods whose `batch.kubernetes.io/job-completion-index` is listed; others exit 0 |
 //! | `fail-job-indexes` | `0,2-3`: the non-zero exit code applies only to pods whose label `jobset.sigs.k8s.io/job-index` (the child Job's index in its JobSet replicated job) is listed; others exit 0 |
 //! | `fail-attempts` | `N`: only the first N attempts exit non-zero |
+//! | `fail-duration` | how long a run that exits non-zero runs before it exits (default: its duration as above) |
 //! | `never-ready` | `true`: running containers never become ready |
 //! | `termination-delay` | how long a killed container takes to exit (at most the grace period; default 0) |
 //!
 //! `fail-indexes`, `fail-job-indexes` and `fail-attempts` combine by AND: a run exits non-zero
 //! only if every one of them that is set says so. With any of them and no exit code, failing runs
 //! exit 1. Init containers and sidecars ignore the pod-wide `exit-code`. Sidecars run until stopped
-//! unless `duration-<name>` says otherwise.
+//! unless `duration-<name>` says otherwise. `fail-duration` replaces the duration of every run that
+//! exits non-zero, so one worker can fail once while the others run forever: `duration: forever`,
+//! `fail-job-indexes: 0`, `fail-indexes: 0`, `fail-attempts: 1`, `fail-duration: 2s` fails pod 0
+//! of Job 0 once, after 2 s.
+//!
+//! **The in-place restart agent.** A container that runs the agent
+//! ([`jobset_api::jobset::agent::runs_agent`]: the agent image, `jobset agent`, or the env vars
+//! `JOBSET_NAME` and `POD_NAME`) runs the real agent logic ([`jobset_agent::run`], sidecar mode)
+//! in-process instead of a timer; the annotations above do not apply to it. It is configured from
+//! the container's `env` as the `jobset agent` command would be ([`agent_config`]; the namespace
+//! defaults to the pod's) and talks to the API server through the client given with
+//! [`SimulatedRuntime::with_agent_client`] (without one, the container fails to start). It exits
+//! with the agent's code (the in-place restart code once its attempt is deprecated); a kill stops
+//! it at once (143). Its barrier answers `httpGet` probes ([`Runtime::http_probe`]) like the
+//! agent's endpoint: on the barrier's path and port (from `STARTUP_PROBE_PATH`/`_PORT`, else
+//! the container's own startupProbe) 200 once lifted, else 503 after holding the answer up to the
+//! probe's timeout (a long poll, so the startup probe passes the moment the barrier lifts); 404
+//! on another path, no connection on another port. Main-container mode (`WORKER_COMMAND`) is not
+//! simulated: such a container fails to start.
 //!
 //! An attempt counts every earlier run of the same container of the same (namespace, owner,
 //! completion index), in-place restarts included; the counts live in a [`SimulationState`] shared
@@ -42,14 +61,16 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use jobset_agent::{BackoffConfig, Endpoint, NoWorker};
 use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
+use jobset_api::jobset::agent::runs_agent;
 use jobset_api::jobset::keys::{JOB_INDEX, JOBSET_UID};
 use k8s_openapi::api::core::v1::Pod;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use super::{
     ContainerId, ContainerKind, ExecOutput, ExitStatus, Runtime, RuntimeError, StartRequest, Started, append_log,
-    cri_line,
+    cri_line, process,
 };
 use crate::config::SimRule;
 
@@ -287,6 +308,11 @@ pub fn resolve(
     let job_index_fails = listed(&fail_job_indexes, job_index);
     let attempt_fails = fail_attempts.is_none_or(|n| attempt < n);
     let exit_code = if index_fails && job_index_fails && attempt_fails { failing_code } else { 0 };
+    let fail_duration = get("fail-duration").map(parse_duration).transpose()?;
+    let duration = match fail_duration {
+        Some(d) if exit_code != 0 => d,
+        _ => duration,
+    };
     let ready = !matches!(get("never-ready"), Some("true" | "1" | "yes"));
     let termination_delay = match get("termination-delay") {
         Some(d) => parse_duration(d)?.unwrap_or(Duration::MAX),
@@ -295,10 +321,26 @@ pub fn resolve(
     Ok(Behaviour { duration, exit_code, ready, termination_delay })
 }
 
-type KillSwitches = Arc<Mutex<HashMap<ContainerId, oneshot::Sender<Duration>>>>;
+/// A running container: how to kill it and, for an in-place restart agent, its barrier.
+struct Running {
+    /// Taken by the first kill; the container stays listed until its run ends (an agent's
+    /// barrier keeps answering probes, never falling back to "no answer": success).
+    kill: Option<oneshot::Sender<Duration>>,
+    barrier: Option<BarrierProbe>,
+}
 
-/// Removes a container's kill switch when its run ends or is abandoned.
-struct Forget(KillSwitches, ContainerId);
+/// What an agent's barrier endpoint answers from.
+#[derive(Clone)]
+struct BarrierProbe {
+    endpoint: Endpoint,
+    /// `true` once the agent lifted its barrier.
+    lifted: watch::Receiver<bool>,
+}
+
+type RunningMap = Arc<Mutex<HashMap<ContainerId, Running>>>;
+
+/// Removes a container from the running ones when its run ends or is abandoned.
+struct Forget(RunningMap, ContainerId);
 
 impl Drop for Forget {
     fn drop(&mut self) {
@@ -308,43 +350,169 @@ impl Drop for Forget {
     }
 }
 
-/// Containers that only pretend to run. Cheap: one timer per running container.
+/// Aborts a spawned task when dropped (an abandoned agent container must not run on).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Containers that only pretend to run. Cheap: one timer per running container (one task per
+/// running in-place restart agent).
 pub struct SimulatedRuntime {
     state: SimulationState,
-    kills: KillSwitches,
+    running: RunningMap,
     next_id: AtomicU64,
+    agent_client: Option<kube::Client>,
+    agent_backoff: Option<BackoffConfig>,
 }
 
 impl SimulatedRuntime {
     pub fn new(state: SimulationState) -> SimulatedRuntime {
-        SimulatedRuntime { state, kills: Arc::default(), next_id: AtomicU64::new(1) }
+        SimulatedRuntime {
+            state,
+            running: Arc::default(),
+            next_id: AtomicU64::new(1),
+            agent_client: None,
+            agent_backoff: None,
+        }
+    }
+
+    /// The client the in-place restart agents run with (see the module doc). Without one, a
+    /// container that runs the agent fails to start.
+    pub fn with_agent_client(mut self, client: kube::Client) -> SimulatedRuntime {
+        self.agent_client = Some(client);
+        self
+    }
+
+    /// The agents' back-off (JobSet watch, pod annotation write) when their env sets none of
+    /// `WATCH_BACKOFF_*` (default: the agent's own, 100 ms to 10 s, full jitter).
+    pub fn with_agent_backoff(mut self, backoff: BackoffConfig) -> SimulatedRuntime {
+        self.agent_backoff = Some(backoff);
+        self
     }
 
     pub fn state(&self) -> &SimulationState {
         &self.state
     }
 
-    /// How many containers are running.
+    /// How many containers are running (a killed one until it has exited).
     pub fn running(&self) -> usize {
-        self.kills.lock().map(|m| m.len()).unwrap_or(0)
+        self.running.lock().map(|m| m.len()).unwrap_or(0)
     }
+
+    /// Registers a new run; returns its id, its kill receiver and the guard that forgets it.
+    fn register(&self, barrier: Option<BarrierProbe>) -> (ContainerId, oneshot::Receiver<Duration>, Forget) {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = ContainerId(format!("sim://{n:016x}"));
+        let (kill, rx) = oneshot::channel();
+        let run = Running { kill: Some(kill), barrier };
+        self.running.lock().expect("running containers lock").insert(id.clone(), run);
+        (id.clone(), rx, Forget(self.running.clone(), id))
+    }
+
+    /// Starts the in-place restart agent for `req` (see the module doc).
+    fn start_agent(&self, req: StartRequest) -> Result<Started, RuntimeError> {
+        let name = req.container.name.clone();
+        let Some(client) = self.agent_client.clone() else {
+            return Err(RuntimeError(format!(
+                "container {name:?}: runs the in-place restart agent but the simulated runtime has no API client"
+            )));
+        };
+        let mut cfg = agent_config(&req)?;
+        if let Some(b) = self.agent_backoff
+            && cfg.backoff == BackoffConfig::default()
+        {
+            cfg.backoff = b;
+        }
+        let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
+            jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
+        });
+        let (lift, lifted) = watch::channel(false);
+        let (id, kill, forget) = self.register(Some(BarrierProbe { endpoint, lifted }));
+        // A kill stops the agent at once (it has no worker to stop); a dropped switch is no kill.
+        let stop = async move {
+            match kill.await {
+                Ok(_) => KILLED_EXIT_CODE,
+                Err(_) => std::future::pending().await,
+            }
+        };
+        let task = tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop));
+        let abort = AbortOnDrop(task.abort_handle());
+        let log_path = req.log_path.clone();
+        if let Some(p) = &log_path {
+            let line = format!("simulated container {name} started (in-place restart agent)");
+            append_log(p, &[cri_line(jiff::Timestamp::now(), "stdout", &line)]);
+        }
+        let exit = async move {
+            let (_forget, _abort) = (forget, abort);
+            let status = match task.await {
+                Ok(code) => ExitStatus::code(code),
+                Err(e) => ExitStatus {
+                    message: Some(format!("the in-place restart agent ended abnormally: {e}")),
+                    ..ExitStatus::code(1)
+                },
+            };
+            if let Some(p) = &log_path {
+                let line = format!("in-place restart agent {name} exited with code {}", status.exit_code);
+                append_log(p, &[cri_line(status.finished_at, "stdout", &line)]);
+            }
+            status
+        }
+        .boxed();
+        Ok(Started { id, ready: true, exit })
+    }
+}
+
+/// The agent's configuration for one run of `req`'s container, read from the container's env as
+/// the `jobset agent` command reads its environment: the process runtime's resolver
+/// ([`process::plan`]: literal values with `$(VAR)` expansion, `envFrom`, `configMapKeyRef`,
+/// `secretKeyRef` and downward API `fieldRef`s). The namespace defaults to the pod's (there is
+/// no service-account directory), `AGENT_CONTAINER_NAME` to the container itself.
+pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, RuntimeError> {
+    let c = &req.container;
+    // `plan` also works out an argv, which needs a command or a mapped image; the argv is unused.
+    let images = BTreeMap::from([(c.image.clone().unwrap_or_default(), vec!["jobset".into(), "agent".into()])]);
+    let mut env = process::plan(req, &images)?.env;
+    let set = |k: &str| env.get(k).is_some_and(|v| !v.is_empty());
+    if !set("NAMESPACE") && !set("POD_NAMESPACE") {
+        let ns = req.pod.metadata.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
+        env.insert("NAMESPACE".into(), ns);
+    }
+    let fail = |e: String| RuntimeError(format!("container {:?}: in-place restart agent: {e}", c.name));
+    // Never read: the namespace is set above.
+    let no_service_account = std::path::Path::new("/nonexistent/serviceaccount");
+    let mut cfg = jobset_agent::AgentConfig::from_env(|k| env.get(k).cloned(), no_service_account)
+        .map_err(|e| fail(e.to_string()))?;
+    if cfg.worker.is_some() {
+        return Err(fail("main-container mode (WORKER_COMMAND) is not simulated; run the agent as a sidecar".into()));
+    }
+    cfg.container_name.get_or_insert_with(|| c.name.clone());
+    Ok(cfg)
+}
+
+/// `path` as the agent's endpoint compares it: without its query, with a leading `/`.
+fn request_path(path: &str) -> String {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    if path.starts_with('/') { path.to_string() } else { format!("/{path}") }
 }
 
 impl Runtime for SimulatedRuntime {
     fn start(&self, req: StartRequest) -> BoxFuture<'static, Result<Started, RuntimeError>> {
         let name = req.container.name.clone();
-        let settings = settings(&req.pod, &req.node.rules);
         let attempt = self.state.next_attempt(AttemptKey::of(&req.pod, &name));
+        if runs_agent(&req.container) {
+            return futures::future::ready(self.start_agent(req)).boxed();
+        }
+        let settings = settings(&req.pod, &req.node.rules);
         let (index, job_index) = (completion_index(&req.pod), job_index(&req.pod));
         let behaviour = match resolve(&settings, index, job_index, &name, req.kind, attempt, req.default_run_duration) {
             Ok(b) => b,
             Err(e) => return futures::future::ready(Err(RuntimeError(format!("{PREFIX}: {e}")))).boxed(),
         };
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let id = ContainerId(format!("sim://{n:016x}"));
-        let (tx, rx) = oneshot::channel();
-        self.kills.lock().expect("kill switches lock").insert(id.clone(), tx);
-        let forget = Forget(self.kills.clone(), id.clone());
+        let (id, rx, forget) = self.register(None);
         if let Some(p) = &req.log_path {
             append_log(
                 p,
@@ -384,9 +552,9 @@ impl Runtime for SimulatedRuntime {
     }
 
     fn kill(&self, id: &ContainerId, grace: Duration) {
-        let tx = self.kills.lock().ok().and_then(|mut m| m.remove(id));
-        if let Some(tx) = tx {
-            let _ = tx.send(grace);
+        let kill = self.running.lock().ok().and_then(|mut m| m.get_mut(id)?.kill.take());
+        if let Some(kill) = kill {
+            let _ = kill.send(grace);
         }
     }
 
@@ -397,13 +565,47 @@ impl Runtime for SimulatedRuntime {
         _argv: Vec<String>,
         _timeout: Duration,
     ) -> BoxFuture<'static, Result<ExecOutput, RuntimeError>> {
-        let known = self.kills.lock().map(|m| m.contains_key(id)).unwrap_or(false);
+        let known = self.running.lock().map(|m| m.get(id).is_some_and(|r| r.kill.is_some())).unwrap_or(false);
         let res = if known {
             Ok(ExecOutput { exit_code: 0, output: Vec::new() })
         } else {
             Err(RuntimeError(format!("container {id} is not running")))
         };
         futures::future::ready(res).boxed()
+    }
+
+    /// An in-place restart agent's barrier endpoint (see the module doc); `None` for every other
+    /// container, whose probes succeed as before.
+    fn http_probe(
+        &self,
+        id: &ContainerId,
+        path: &str,
+        port: u16,
+        wait: Duration,
+    ) -> Option<BoxFuture<'static, Result<u16, String>>> {
+        let barrier = self.running.lock().ok()?.get(id)?.barrier.clone()?;
+        let path = request_path(path);
+        Some(
+            async move {
+                let BarrierProbe { endpoint, mut lifted } = barrier;
+                if port != endpoint.port {
+                    return Err(format!(
+                        "dial port {port}: connection refused (the agent's barrier listens on port {})",
+                        endpoint.port
+                    ));
+                }
+                if path != endpoint.path {
+                    return Ok(404);
+                }
+                // Held until the barrier lifts (200) or `wait` has passed (503).
+                match tokio::time::timeout(wait, lifted.wait_for(|lifted| *lifted)).await {
+                    Ok(Ok(_)) => Ok(200),
+                    Ok(Err(_)) => Err("the in-place restart agent has exited".into()),
+                    Err(_) => Ok(503),
+                }
+            }
+            .boxed(),
+        )
     }
 }
 
@@ -446,6 +648,11 @@ mod tests {
         assert!(parse_indexes("a").is_err());
     }
 
+    /// Index 0 fails its first attempt after 200 ms; everything else runs forever.
+    fn fail_once() -> BTreeMap<String, String> {
+        s(&[("duration", "forever"), ("fail-indexes", "0"), ("fail-attempts", "1"), ("fail-duration", "200ms")])
+    }
+
     /// (settings, index, container, kind, attempt, duration, exit code, ready)
     type Case = (BTreeMap<String, String>, Option<u32>, &'static str, ContainerKind, u32, Option<Duration>, i32, bool);
 
@@ -483,6 +690,26 @@ mod tests {
             // Gating does not make init containers fail unless they have their own code.
             (s(&[("fail-attempts", "1")]), None, "init", Init, 0, Some(D), 0, true),
             (s(&[("never-ready", "true")]), None, "main", Regular, 0, Some(D), 0, false),
+            // fail-duration: how long a failing run runs; runs that do not fail keep `duration`.
+            (fail_once(), Some(0), "main", Regular, 0, ms(200), 1, true),
+            (fail_once(), Some(0), "main", Regular, 1, None, 0, true),
+            (fail_once(), Some(1), "main", Regular, 0, None, 0, true),
+            (s(&[("fail-duration", "200ms")]), None, "main", Regular, 0, Some(D), 0, true),
+            (s(&[("fail-duration", "200ms"), ("exit-code", "3")]), None, "main", Regular, 0, ms(200), 3, true),
+            (s(&[("fail-duration", "forever"), ("exit-code", "3")]), None, "main", Regular, 0, None, 3, true),
+            (
+                s(&[("fail-duration", "5ms"), ("duration-main", "1s"), ("exit-code", "3")]),
+                None,
+                "main",
+                Regular,
+                0,
+                ms(5),
+                3,
+                true,
+            ),
+            // A sidecar gated to fail has no failing code of its own: it keeps running.
+            (fail_once(), Some(0), "proxy", Sidecar, 0, None, 0, true),
+            (s(&[("fail-duration", "5ms"), ("exit-code-init", "2")]), None, "init", Init, 0, ms(5), 2, true),
         ];
         for (i, (settings, index, name, kind, attempt, duration, code, ready)) in cases.into_iter().enumerate() {
             let b = resolve(&settings, index, None, name, kind, attempt, D).unwrap();
@@ -498,6 +725,7 @@ mod tests {
             ("fail-indexes", "a-b"),
             ("fail-job-indexes", "2-1"),
             ("fail-attempts", "-1"),
+            ("fail-duration", "soon"),
         ] {
             assert!(resolve(&s(&[bad]), None, None, "main", Regular, 0, D).is_err(), "{bad:?}");
         }
@@ -681,5 +909,247 @@ mod tests {
 
         let err = rt.start(req(&[("sim.jobset.x-k8s.io/duration", "soon")], None)).await.unwrap_err();
         assert!(err.0.contains("invalid duration"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod agent_tests {
+    //! The in-place restart agent in the simulated runtime, against the embedded API server (the
+    //! test writes the JobSet status in the controller's place).
+
+    use k8s_openapi::api::core::v1::Container;
+    use kube::api::{Api, Patch, PatchParams, PostParams};
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::NodeConfig;
+
+    const NS: &str = "team";
+    const WAIT: Duration = Duration::from_secs(20);
+
+    fn agent_container(env: serde_json::Value) -> Container {
+        serde_json::from_value(json!({
+            "name": "agent", "image": "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0",
+            "restartPolicy": "Always",
+            "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081}, "periodSeconds": 1},
+            "env": env,
+        }))
+        .unwrap()
+    }
+
+    fn standard_env() -> serde_json::Value {
+        json!([
+            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef":
+                {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        ])
+    }
+
+    fn agent_pod(container: &Container) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": "train-w-0-0", "namespace": NS,
+                         "annotations": {"jobset.sigs.k8s.io/jobset-name": "train"},
+                         "labels": {"app": "x"}},
+            "spec": {"initContainers": [container], "containers": [{"name": "worker", "image": "busybox"}]}
+        }))
+        .unwrap()
+    }
+
+    fn request(pod: Pod, container: Container) -> StartRequest {
+        StartRequest {
+            pod: Arc::new(pod),
+            container,
+            kind: ContainerKind::Sidecar,
+            restart_count: 0,
+            node: Arc::new(NodeConfig::new("n")),
+            default_run_duration: Duration::from_millis(1),
+            log_path: None,
+            pod_ip: "10.0.0.1".into(),
+            resources: Arc::default(),
+        }
+    }
+
+    fn config_of(env: serde_json::Value) -> Result<jobset_agent::AgentConfig, RuntimeError> {
+        let c = agent_container(env);
+        agent_config(&request(agent_pod(&c), c))
+    }
+
+    #[test]
+    fn agent_config_resolves_field_refs_and_defaults_the_namespace_and_container() {
+        let cfg = config_of(standard_env()).unwrap();
+        assert_eq!(
+            (cfg.namespace.as_str(), cfg.jobset_name.as_str(), cfg.pod_name.as_str()),
+            (NS, "train", "train-w-0-0")
+        );
+        assert_eq!(cfg.container_name.as_deref(), Some("agent"));
+        assert_eq!(cfg.barrier, None, "taken from the startupProbe");
+        assert_eq!(cfg.exit_code, 1);
+        assert_eq!(cfg.backoff, BackoffConfig::default());
+
+        let cfg = config_of(json!([
+            {"name": "JOBSET_NAME", "value": "other"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "value": "elsewhere"},
+            {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+            {"name": "AGENT_CONTAINER_NAME", "value": "sidecar-$(APP)"},
+            {"name": "STARTUP_PROBE_PORT", "value": "9000"},
+        ]))
+        .unwrap();
+        assert_eq!((cfg.namespace.as_str(), cfg.jobset_name.as_str()), ("elsewhere", "other"));
+        // `$(VAR)` expands as in a real container.
+        assert_eq!(cfg.container_name.as_deref(), Some("sidecar-x"));
+        assert_eq!(cfg.barrier, Some(Endpoint { path: "/barrier-is-down".into(), port: 9000 }));
+        let cfg = config_of(json!([
+            {"name": "JOBSET_NAME", "value": "js"}, {"name": "POD_NAME", "value": "p"},
+            {"name": "RESTART_POD_IN_PLACE_EXIT_CODE", "value": "42"},
+        ]))
+        .unwrap();
+        assert_eq!(cfg.exit_code, 42);
+    }
+
+    #[test]
+    fn agent_config_errors_name_the_container() {
+        let err = config_of(json!([{"name": "POD_NAME", "value": "p"}])).unwrap_err();
+        assert!(err.0.contains("container \"agent\"") && err.0.contains("JOBSET_NAME is required"), "{err}");
+        let err = config_of(json!([
+            {"name": "JOBSET_NAME", "value": "js"}, {"name": "POD_NAME", "value": "p"},
+            {"name": "WORKER_COMMAND", "value": "train"},
+        ]))
+        .unwrap_err();
+        assert!(err.0.contains("main-container mode"), "{err}");
+        let err = config_of(json!([
+            {"name": "JOBSET_NAME", "value": "js"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nope"}}},
+        ]))
+        .unwrap_err();
+        assert!(err.0.contains("unsupported fieldRef"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_agent_container_needs_a_client() {
+        let rt = SimulatedRuntime::new(SimulationState::new());
+        let c = agent_container(standard_env());
+        let err = rt.start(request(agent_pod(&c), c)).await.unwrap_err();
+        assert_eq!(
+            err.0,
+            "container \"agent\": runs the in-place restart agent but the simulated runtime has no API client"
+        );
+    }
+
+    /// A server with the JobSet `train` (InPlaceRestart) and the agent's pod.
+    async fn server_with_jobset(pod: &Pod) -> kube::Client {
+        let server = jobset_apiserver::ApiServer::in_memory();
+        let client = server.client();
+        let ns: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+        Api::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+        let js: jobset_api::jobset::JobSet = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": NS},
+            "spec": {
+                "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
+                "replicatedJobs": [{"name": "w", "replicas": 1, "template": {"spec": {
+                    "completions": 1, "parallelism": 1,
+                    "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
+                    "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "worker", "image": "busybox"}]}}
+                }}}]
+            }
+        }))
+        .unwrap();
+        Api::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
+        Api::namespaced(client.clone(), NS).create(&PostParams::default(), pod).await.unwrap();
+        client
+    }
+
+    async fn set_status(client: &kube::Client, status: serde_json::Value) {
+        Api::<jobset_api::jobset::JobSet>::namespaced(client.clone(), NS)
+            .patch_status("train", &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+            .await
+            .unwrap();
+    }
+
+    /// Waits (through a watch) until the agent's pod carries attempt `want`.
+    async fn announced(client: &kube::Client, want: &str) {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+        let pods = Api::<Pod>::namespaced(client.clone(), NS);
+        let mut events = watcher(pods, watcher::Config::default().fields("metadata.name=train-w-0-0")).boxed();
+        let attempt =
+            |p: &Pod| p.metadata.annotations.as_ref()?.get(jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT).cloned();
+        let seen = tokio::time::timeout(WAIT, async {
+            while let Some(ev) = events.next().await {
+                if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = ev
+                    && attempt(&p).as_deref() == Some(want)
+                {
+                    return;
+                }
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "the agent did not announce attempt {want}");
+    }
+
+    fn probe(
+        rt: &SimulatedRuntime,
+        id: &ContainerId,
+        path: &str,
+        port: u16,
+        wait: Duration,
+    ) -> BoxFuture<'static, Result<u16, String>> {
+        rt.http_probe(id, path, port, wait).expect("the runtime answers an agent's probe")
+    }
+
+    #[tokio::test]
+    async fn the_agent_announces_holds_the_barrier_until_synced_and_exits_when_deprecated() {
+        let c = agent_container(standard_env());
+        let pod = agent_pod(&c);
+        let client = server_with_jobset(&pod).await;
+        let fast = BackoffConfig { initial: Duration::from_millis(10), max: Duration::from_millis(100), jitter: 1.0 };
+        let rt =
+            SimulatedRuntime::new(SimulationState::new()).with_agent_client(client.clone()).with_agent_backoff(fast);
+        let started = rt.start(request(pod, c)).await.unwrap();
+        let id = started.id.clone();
+        assert_eq!(rt.running(), 1);
+
+        // Held: 503 once the wait is over; another path is 404, another port no connection.
+        assert_eq!(probe(&rt, &id, "/barrier-is-down", 8081, Duration::from_millis(50)).await, Ok(503));
+        assert_eq!(probe(&rt, &id, "/other", 8081, WAIT).await, Ok(404));
+        assert!(probe(&rt, &id, "/barrier-is-down", 80, WAIT).await.unwrap_err().contains("connection refused"));
+        // A held probe answers 200 the moment the barrier lifts.
+        let held = tokio::spawn(probe(&rt, &id, "barrier-is-down?x=1", 8081, WAIT));
+        announced(&client, "0").await;
+        assert!(!held.is_finished());
+        set_status(&client, json!({"currentInPlaceRestartAttempt": 0})).await;
+        assert_eq!(tokio::time::timeout(WAIT, held).await.expect("answered").unwrap(), Ok(200));
+
+        // Deprecated: the agent exits with the in-place restart code.
+        set_status(&client, json!({"previousInPlaceRestartAttempt": 0})).await;
+        let exit = tokio::time::timeout(WAIT, started.exit).await.expect("the agent exited");
+        assert_eq!(exit.exit_code, 1);
+        assert_eq!(rt.running(), 0);
+        assert!(rt.http_probe(&id, "/barrier-is-down", 8081, WAIT).is_none(), "gone with its container");
+    }
+
+    #[tokio::test]
+    async fn killing_an_agent_stops_it_with_143_and_dropping_it_aborts_it() {
+        let c = agent_container(standard_env());
+        let pod = agent_pod(&c);
+        let client = server_with_jobset(&pod).await;
+        let rt = SimulatedRuntime::new(SimulationState::new()).with_agent_client(client.clone());
+        let started = rt.start(request(pod.clone(), c.clone())).await.unwrap();
+        rt.kill(&started.id, Duration::from_secs(30));
+        let exit = tokio::time::timeout(WAIT, started.exit).await.expect("the agent stopped");
+        assert_eq!(exit.exit_code, KILLED_EXIT_CODE);
+
+        // Dropping the exit future aborts the agent's task, which drops its barrier: a probe held
+        // on it ends at once instead of waiting.
+        let started = rt.start(request(pod, c)).await.unwrap();
+        let held = probe(&rt, &started.id, "/barrier-is-down", 8081, WAIT);
+        assert_eq!(rt.running(), 1);
+        drop(started);
+        assert_eq!(rt.running(), 0);
+        let answer = tokio::time::timeout(Duration::from_secs(5), held).await.expect("the agent task was aborted");
+        assert_eq!(answer, Err("the in-place restart agent has exited".to_string()));
     }
 }

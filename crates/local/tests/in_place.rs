@@ -1,0 +1,422 @@
+//! In-place restart end to end on simulated nodes: every pod runs the real in-place restart agent
+//! (the simulated runtime runs `jobset_agent::run` for the agent image) as a sidecar whose startup
+//! probe is its barrier, and a simulated worker. The JobSet controller and the agents coordinate
+//! through the pods' attempt annotations and the JobSet status alone, as in a real cluster.
+//!
+//! Every wait goes through a watch with a timeout; the tests record the history of the JobSet and
+//! of its pods from before the JobSet is created, and compare versions across objects by their
+//! resourceVersion (one global, monotonic counter in the embedded server).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use jobset_api::jobset::keys::*;
+use jobset_api::jobset::{JobSet, JobSetStatus};
+use jobset_apiserver::ApiServer;
+use jobset_local::{LocalCluster, LocalConfig};
+use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+const SIM: &str = "sim.jobset.x-k8s.io/";
+const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0";
+/// A node label no node has until a test adds it.
+const GATE: &str = "example.com/gate";
+
+async fn cluster(nodes: usize) -> LocalCluster {
+    LocalCluster::start(ApiServer::in_memory(), LocalConfig::fast(nodes)).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures.
+// ---------------------------------------------------------------------------------------------
+
+/// `RestartAllContainers` on any non-zero exit.
+fn restart_all_on_failure() -> Value {
+    json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}])
+}
+
+/// A replicated job of one Job of two pods (the Job fields InPlaceRestart requires), each pod
+/// with the agent as a sidecar (its startup probe is the barrier) and a worker; `sim` are the
+/// pod's simulation annotations (on top of `duration: forever`).
+fn rjob(name: &str, sim: &[(&str, &str)]) -> Value {
+    let mut annotations = json!({format!("{SIM}duration"): "forever"});
+    for (k, v) in sim {
+        annotations[format!("{SIM}{k}")] = json!(v);
+    }
+    json!({
+        "name": name, "replicas": 1,
+        "template": {"spec": {
+            "parallelism": 2, "completions": 2, "completionMode": "Indexed",
+            "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "initContainers": [{
+                        "name": "agent", "image": AGENT_IMAGE, "restartPolicy": "Always",
+                        "restartPolicyRules": restart_all_on_failure(),
+                        "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081},
+                                         "periodSeconds": 1, "failureThreshold": 600},
+                        "env": [
+                            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef":
+                                {"fieldPath": format!("metadata.annotations['{JOBSET_NAME}']")}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+                        ]
+                    }],
+                    "containers": [{
+                        "name": "worker", "image": "busybox", "restartPolicy": "Never",
+                        "restartPolicyRules": restart_all_on_failure()
+                    }]
+                }
+            }
+        }}
+    })
+}
+
+/// An InPlaceRestart JobSet of these replicated jobs. Everything the webhook would default is
+/// set explicitly.
+fn in_place_jobset(name: &str, max_restarts: i32, rjobs: Vec<Value>) -> JobSet {
+    serde_json::from_value(json!({
+        "apiVersion": API_VERSION, "kind": KIND,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicatedJobs": rjobs,
+            "failurePolicy": {"maxRestarts": max_restarts, "restartStrategy": "InPlaceRestart"},
+            "successPolicy": {"operator": "All"},
+            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+            "network": {"enableDNSHostnames": true, "publishNotReadyAddresses": true}
+        }
+    }))
+    .unwrap()
+}
+
+/// The pods of Job 0 of `b` with completion index 1 fail their worker after 300 ms, `attempts`
+/// times (`None`: every time); every other run runs until stopped.
+fn b_fails(attempts: Option<u32>) -> Value {
+    let attempts = attempts.map(|n| n.to_string());
+    let mut sim = vec![("fail-job-indexes", "0"), ("fail-indexes", "1"), ("fail-duration", "300ms")];
+    if let Some(n) = &attempts {
+        sim.push(("fail-attempts", n));
+    }
+    rjob("b", &sim)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Waiting and recording through watches.
+// ---------------------------------------------------------------------------------------------
+
+trait Obj: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Obj for K {}
+
+fn name_of(o: &impl Resource) -> String {
+    o.meta().name.clone().unwrap_or_default()
+}
+
+fn rv_of(o: &impl Resource) -> u64 {
+    o.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
+}
+
+fn by_name(name: &str) -> watcher::Config {
+    watcher::Config::default().fields(&format!("metadata.name={name}"))
+}
+
+fn of_jobset(name: &str) -> watcher::Config {
+    watcher::Config::default().labels(&format!("{JOBSET_NAME}={name}"))
+}
+
+/// Waits (through a watch, bounded) until the objects matching `cfg` satisfy `pred`, and
+/// returns them (sorted by name).
+async fn wait_for<K: Obj>(api: &Api<K>, cfg: watcher::Config, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K> {
+    let mut s = watcher(api.clone(), cfg).default_backoff().boxed();
+    let mut state: BTreeMap<String, K> = BTreeMap::new();
+    let mut init: BTreeMap<String, K> = BTreeMap::new();
+    let mut synced = false;
+    let found = tokio::time::timeout(TIMEOUT, async {
+        while let Some(ev) = s.next().await {
+            match ev {
+                Ok(watcher::Event::Init) => init.clear(),
+                Ok(watcher::Event::InitApply(o)) => {
+                    init.insert(name_of(&o), o);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    state = std::mem::take(&mut init);
+                    synced = true;
+                }
+                Ok(watcher::Event::Apply(o)) => {
+                    state.insert(name_of(&o), o);
+                }
+                Ok(watcher::Event::Delete(o)) => {
+                    state.remove(&name_of(&o));
+                }
+                Err(_) => continue,
+            }
+            if synced {
+                let all: Vec<K> = state.values().cloned().collect();
+                if pred(&all) {
+                    return all;
+                }
+            }
+        }
+        panic!("watch ended")
+    })
+    .await;
+    match found {
+        Ok(all) => all,
+        Err(_) => {
+            let last: Vec<&K> = state.values().collect();
+            panic!("timed out waiting for {what}; last seen: {last:#?}")
+        }
+    }
+}
+
+async fn wait_jobset(api: &Api<JobSet>, name: &str, what: &str, pred: impl Fn(&JobSet) -> bool) -> JobSet {
+    let found = wait_for(api, by_name(name), &format!("jobset {name}: {what}"), |v| v.first().is_some_and(&pred)).await;
+    found.into_iter().next().unwrap()
+}
+
+/// Every version of the matching objects, from a watch started before the test acts.
+struct History<K> {
+    log: Arc<Mutex<Vec<K>>>,
+    changed: tokio::sync::watch::Receiver<usize>,
+    task: JoinHandle<()>,
+}
+
+async fn record<K: Obj>(api: Api<K>, cfg: watcher::Config) -> History<K> {
+    let log: Arc<Mutex<Vec<K>>> = Arc::default();
+    let (tx, changed) = tokio::sync::watch::channel(0usize);
+    let (synced_tx, synced) = tokio::sync::oneshot::channel();
+    let l = log.clone();
+    let task = tokio::spawn(async move {
+        let mut synced_tx = Some(synced_tx);
+        let mut s = watcher(api, cfg).default_backoff().boxed();
+        while let Some(ev) = s.next().await {
+            let obj = match ev {
+                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => obj,
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(t) = synced_tx.take() {
+                        let _ = t.send(());
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let n = {
+                let mut log = l.lock().unwrap();
+                log.push(obj);
+                log.len()
+            };
+            let _ = tx.send(n);
+        }
+    });
+    tokio::time::timeout(TIMEOUT, synced).await.expect("the recorder's watch synced").unwrap();
+    History { log, changed, task }
+}
+
+impl<K: Obj> History<K> {
+    fn versions(&self) -> Vec<K> {
+        self.log.lock().unwrap().clone()
+    }
+    /// Waits until the recorder has seen `obj`'s resourceVersion.
+    async fn caught_up(&self, obj: &K) {
+        let rv = obj.meta().resource_version.clone();
+        let mut rx = self.changed.clone();
+        tokio::time::timeout(TIMEOUT, async {
+            while !self.versions().iter().any(|o| o.meta().resource_version == rv) {
+                rx.changed().await.expect("recorder running");
+            }
+        })
+        .await
+        .expect("the recorder caught up")
+    }
+}
+
+impl<K> Drop for History<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status helpers.
+// ---------------------------------------------------------------------------------------------
+
+fn status(js: &JobSet) -> JobSetStatus {
+    js.status.clone().unwrap_or_default()
+}
+
+fn in_place_attempts(js: &JobSet) -> (Option<i32>, Option<i32>) {
+    let s = status(js);
+    (s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt)
+}
+
+/// The `(current, previous)` pairs the JobSet went through, repeats dropped.
+fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> {
+    let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
+    out.dedup();
+    out
+}
+
+fn attempt(p: &Pod) -> Option<&str> {
+    p.metadata.annotations.as_ref()?.get(IN_PLACE_RESTART_ATTEMPT).map(String::as_str)
+}
+
+fn node_of(p: &Pod) -> Option<&str> {
+    p.spec.as_ref()?.node_name.as_deref()
+}
+
+fn container<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    let s = p.status.as_ref()?;
+    s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find(|c| c.name == name)
+}
+
+fn running(p: &Pod, name: &str) -> bool {
+    container(p, name).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
+}
+
+fn restart_count(p: &Pod, name: &str) -> Option<i32> {
+    container(p, name).map(|c| c.restart_count)
+}
+
+/// Pod name → its (uid, node) in every recorded version where it is bound.
+fn identities(history: &[Pod]) -> BTreeMap<String, Vec<(String, String)>> {
+    let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for p in history {
+        if let Some(node) = node_of(p) {
+            let id = (p.metadata.uid.clone().unwrap_or_default(), node.to_string());
+            let ids = out.entry(name_of(p)).or_default();
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests.
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_failed_worker_restarts_every_pod_in_place() {
+    let c = cluster(4).await;
+    let name = "inplace";
+    let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
+    let pods_api: Api<Pod> = Api::default_namespaced(c.client());
+    let sets = record(jobsets.clone(), by_name(name)).await;
+    let pods = record(pods_api.clone(), of_jobset(name)).await;
+    // Pod 1 of `b`'s Job fails its worker once, 300 ms after the barrier first lifted.
+    let js = in_place_jobset(name, 3, vec![rjob("a", &[]), b_fails(Some(1))]);
+    jobsets.create(&PostParams::default(), &js).await.unwrap();
+
+    wait_jobset(&jobsets, name, "current attempt 1", |js| in_place_attempts(js).0 == Some(1)).await;
+    let restarted = wait_for(&pods_api, of_jobset(name), "4 pods at attempt 1 with their workers running", |p| {
+        p.len() == 4 && p.iter().all(|p| attempt(p) == Some("1") && running(p, "worker"))
+    })
+    .await;
+    for p in &restarted {
+        assert_eq!(restart_count(p, "worker"), Some(1), "{}: the worker restarted once", name_of(p));
+        assert_eq!(restart_count(p, "agent"), Some(1), "{}: the agent restarted once", name_of(p));
+    }
+    let js = jobsets.get(name).await.unwrap();
+    sets.caught_up(&js).await;
+    let last = restarted.iter().max_by_key(|p| rv_of(*p)).unwrap();
+    pods.caught_up(last).await;
+
+    // Same pods, same nodes: nothing was recreated or rescheduled.
+    let ids = identities(&pods.versions());
+    assert_eq!(ids.len(), 4, "{ids:#?}");
+    assert!(ids.values().all(|ids| ids.len() == 1), "every pod keeps its uid and node: {ids:#?}");
+    // The worker's failure deprecated attempt 0 at once; every pod then agreed on attempt 1.
+    assert_eq!(
+        in_place_history(&sets.versions()),
+        [(None, None), (Some(0), None), (Some(0), Some(0)), (Some(1), Some(0))],
+    );
+    assert!(!js.finished(), "{:?}", js.status);
+    assert_eq!(status(&js).restarts, 0, "an in-place restart is not a JobSet restart");
+    assert!(js.condition(COND_FAILED).is_none(), "{:?}", js.status);
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_start_only_once_the_barrier_lifted() {
+    let c = cluster(4).await;
+    let name = "barrier";
+    let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
+    let pods_api: Api<Pod> = Api::default_namespaced(c.client());
+    let sets = record(jobsets.clone(), by_name(name)).await;
+    let pods = record(pods_api.clone(), of_jobset(name)).await;
+    // `b`'s pods fit no node until the gate label is added, so the barriers of `a`'s pods, whose
+    // agents have announced attempt 0, hold: not every pod of the JobSet is at that attempt.
+    let mut b = rjob("b", &[]);
+    b["template"]["spec"]["template"]["spec"]["nodeSelector"] = json!({GATE: "open"});
+    jobsets.create(&PostParams::default(), &in_place_jobset(name, 3, vec![rjob("a", &[]), b])).await.unwrap();
+
+    let a_announced = |p: &Pod| label(p, REPLICATED_JOB_NAME) == Some("a") && attempt(p) == Some("0");
+    let waiting = wait_for(&pods_api, of_jobset(name), "a's agents running and announced", |p| {
+        p.iter().filter(|p| a_announced(p) && running(p, "agent")).count() == 2
+    })
+    .await;
+    assert!(!waiting.iter().any(|p| running(p, "worker")), "a worker runs behind a held barrier: {waiting:#?}");
+    let js = jobsets.get(name).await.unwrap();
+    assert_eq!(in_place_attempts(&js), (None, None));
+
+    // Open the gate: `b`'s pods start, announce, and every barrier lifts.
+    let nodes: Api<Node> = Api::all(c.client());
+    let open = json!({"metadata": {"labels": {GATE: "open"}}});
+    nodes.patch("node-0", &PatchParams::default(), &Patch::Merge(&open)).await.unwrap();
+    let synced = wait_jobset(&jobsets, name, "current attempt 0", |js| in_place_attempts(js).0 == Some(0)).await;
+    let all = wait_for(&pods_api, of_jobset(name), "4 workers running", |p| {
+        p.len() == 4 && p.iter().all(|p| running(p, "worker"))
+    })
+    .await;
+    sets.caught_up(&synced).await;
+    pods.caught_up(all.iter().max_by_key(|p| rv_of(*p)).unwrap()).await;
+
+    // No pod version shows a started worker before the JobSet reported attempt 0 synced.
+    let lifted_at = sets.versions().iter().filter(|js| in_place_attempts(js).0 == Some(0)).map(rv_of).min().unwrap();
+    let early: Vec<(String, u64)> = pods
+        .versions()
+        .iter()
+        .filter(|p| container(p, "worker").is_some_and(|c| c.started == Some(true) || running(p, "worker")))
+        .filter(|p| rv_of(*p) < lifted_at)
+        .map(|p| (name_of(p), rv_of(p)))
+        .collect();
+    assert!(early.is_empty(), "workers started before the barrier lifted (at {lifted_at}): {early:?}");
+    for p in &all {
+        assert_eq!(restart_count(p, "worker"), Some(0), "{}", name_of(p));
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_failing_every_attempt_exceeds_max_restarts() {
+    let c = cluster(4).await;
+    let name = "maxrestarts";
+    let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
+    let sets = record(jobsets.clone(), by_name(name)).await;
+    // maxRestarts 1: attempt 0 fails, attempt 1 fails, attempt 2 is one restart too many.
+    let js = in_place_jobset(name, 1, vec![rjob("a", &[]), b_fails(None)]);
+    jobsets.create(&PostParams::default(), &js).await.unwrap();
+    let done = wait_jobset(&jobsets, name, "Completed or Failed", JobSet::finished).await;
+    let failed = done.condition(COND_FAILED).expect("a Failed condition");
+    assert_eq!((failed.status.as_str(), failed.reason.as_str()), ("True", REASON_REACHED_MAX_RESTARTS));
+    assert_eq!(status(&done).terminal_state, COND_FAILED);
+    assert_eq!(status(&done).restarts, 0);
+    sets.caught_up(&done).await;
+    let history = in_place_history(&sets.versions());
+    assert!(history.contains(&(Some(1), Some(0))), "attempt 1 was synced before: {history:?}");
+    c.shutdown().await;
+}
+
+fn label<'a>(p: &'a Pod, key: &str) -> Option<&'a str> {
+    p.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
