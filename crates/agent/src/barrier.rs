@@ -3,8 +3,7 @@
 //! main containers only once a sidecar's startup probe has passed.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{StatusCode, Uri};
@@ -30,31 +29,48 @@ impl Barrier for tokio::sync::watch::Sender<bool> {
     }
 }
 
-/// The startup-probe endpoint: `GET <path>` answers 503 Service Unavailable while the barrier is
-/// up and 200 once it is lifted; other paths are 404. It listens from the start, so every probe
-/// gets a prompt answer rather than a connection error or a timeout.
+/// The startup-probe endpoint: `GET <path>` answers 200 once the barrier is lifted; other paths
+/// are 404. While the barrier is up the answer is held for up to `hold` and is 200 the moment the
+/// barrier lifts, else 503 Service Unavailable (an extension: upstream answers 503 at once). A
+/// kubelet probes at most once a second, so an immediate 503 leaves the worker waiting up to a
+/// whole probe period after its attempt became current; a held probe closes that gap. `hold`
+/// stays under the probe's `timeoutSeconds` (1 s by default), or the kubelet counts a timeout,
+/// which is a failure too. It listens from the start, so every probe gets an answer rather than
+/// a connection error.
 pub struct HttpBarrier {
-    lifted: Arc<AtomicBool>,
+    lifted: tokio::sync::watch::Sender<bool>,
     addr: SocketAddr,
     server: JoinHandle<()>,
 }
 
+/// How long a probe of a barrier that is still up is held by default: under the kubelet's
+/// default probe timeout of 1 s.
+pub const DEFAULT_BARRIER_HOLD: Duration = Duration::from_millis(900);
+
 impl HttpBarrier {
-    /// Listens on `addr` (port 0: any free port, see [`HttpBarrier::local_addr`]).
+    /// Listens on `addr` (port 0: any free port, see [`HttpBarrier::local_addr`]), holding probes
+    /// of a barrier that is up for [`DEFAULT_BARRIER_HOLD`].
     pub async fn bind(addr: SocketAddr, path: String) -> std::io::Result<HttpBarrier> {
+        HttpBarrier::bind_holding(addr, path, DEFAULT_BARRIER_HOLD).await
+    }
+
+    /// As [`HttpBarrier::bind`], holding probes for `hold` (zero: answer 503 at once, as upstream).
+    pub async fn bind_holding(addr: SocketAddr, path: String, hold: Duration) -> std::io::Result<HttpBarrier> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let lifted = Arc::new(AtomicBool::new(false));
+        let (lifted, _) = tokio::sync::watch::channel(false);
         let state = lifted.clone();
         let app = Router::new().fallback(move |uri: Uri| {
-            let answer = if uri.path() != path {
-                (StatusCode::NOT_FOUND, "not found\n")
-            } else if state.load(Ordering::Acquire) {
-                (StatusCode::OK, "barrier lifted\n")
-            } else {
-                (StatusCode::SERVICE_UNAVAILABLE, "waiting for every pod to reach this attempt\n")
-            };
-            std::future::ready(answer)
+            let (path, mut rx) = (path.clone(), state.subscribe());
+            async move {
+                if uri.path() != path {
+                    return (StatusCode::NOT_FOUND, "not found\n");
+                }
+                match tokio::time::timeout(hold, rx.wait_for(|l| *l)).await {
+                    Ok(Ok(_)) => (StatusCode::OK, "barrier lifted\n"),
+                    _ => (StatusCode::SERVICE_UNAVAILABLE, "waiting for every pod to reach this attempt\n"),
+                }
+            }
         });
         let server = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -71,7 +87,7 @@ impl HttpBarrier {
 
 impl Barrier for HttpBarrier {
     fn lift(&mut self) {
-        self.lifted.store(true, Ordering::Release);
+        self.lifted.send_replace(true);
     }
 }
 
@@ -99,13 +115,39 @@ mod tests {
 
     #[tokio::test]
     async fn probe_path_answers_503_until_lifted_then_200() {
-        let mut b = HttpBarrier::bind(([127, 0, 0, 1], 0).into(), "/barrier-is-down".into()).await.unwrap();
+        let hold = Duration::ZERO;
+        let mut b =
+            HttpBarrier::bind_holding(([127, 0, 0, 1], 0).into(), "/barrier-is-down".into(), hold).await.unwrap();
         let addr = b.local_addr();
         assert_eq!(status(addr, "/barrier-is-down").await, 503);
         assert_eq!(status(addr, "/other").await, 404);
         b.lift();
         assert_eq!(status(addr, "/barrier-is-down").await, 200);
         assert_eq!(status(addr, "/other").await, 404);
+    }
+
+    #[tokio::test]
+    async fn a_probe_held_while_the_barrier_is_up_passes_the_moment_it_lifts() {
+        let hold = Duration::from_secs(600);
+        let mut b = HttpBarrier::bind_holding(([127, 0, 0, 1], 0).into(), "/b".into(), hold).await.unwrap();
+        let addr = b.local_addr();
+        let probe = tokio::spawn(status(addr, "/b"));
+        // Another path is not held.
+        assert_eq!(status(addr, "/other").await, 404);
+        assert!(!probe.is_finished(), "held while the barrier is up");
+        b.lift();
+        // Without the lift the probe would be held for ten minutes: the test would time out.
+        assert_eq!(probe.await.unwrap(), 200);
+    }
+
+    #[tokio::test]
+    async fn a_held_probe_gets_503_when_its_hold_runs_out() {
+        let mut b = HttpBarrier::bind_holding(([127, 0, 0, 1], 0).into(), "/b".into(), Duration::from_millis(20))
+            .await
+            .unwrap();
+        assert_eq!(status(b.local_addr(), "/b").await, 503);
+        b.lift();
+        assert_eq!(status(b.local_addr(), "/b").await, 200);
     }
 
     #[tokio::test]

@@ -33,6 +33,9 @@ pub struct AgentConfig {
     pub worker: Option<WorkerConfig>,
     /// Back-off of the JobSet watch, the pod GET and the annotation write.
     pub backoff: BackoffConfig,
+    /// Extension `BARRIER_HOLD`: how long the barrier endpoint holds a probe while the barrier is
+    /// up, answering 200 the moment it lifts ([`crate::HttpBarrier`]; zero: 503 at once).
+    pub barrier_hold: Duration,
 }
 
 /// An HTTP path and port.
@@ -102,6 +105,7 @@ impl AgentConfig {
             exit_code: DEFAULT_EXIT_CODE,
             worker: None,
             backoff: BackoffConfig::default(),
+            barrier_hold: crate::DEFAULT_BARRIER_HOLD,
         }
     }
 
@@ -194,6 +198,7 @@ impl AgentConfig {
             exit_code,
             worker,
             backoff,
+            barrier_hold: duration(&get, "BARRIER_HOLD", crate::DEFAULT_BARRIER_HOLD)?,
         })
     }
 }
@@ -477,6 +482,15 @@ mod tests {
             let err = with(&[(var, value)]).unwrap_err();
             assert!(err.to_string().contains(var), "{var}={value}: {err}");
         }
+    }
+
+    #[test]
+    fn barrier_hold_defaults_under_the_kubelets_probe_timeout_and_is_configurable() {
+        assert_eq!(with(&[]).unwrap().barrier_hold, Duration::from_millis(900));
+        assert_eq!(with(&[("BARRIER_HOLD", "0")]).unwrap().barrier_hold, Duration::ZERO);
+        assert_eq!(with(&[("BARRIER_HOLD", "2s")]).unwrap().barrier_hold, Duration::from_secs(2));
+        let err = with(&[("BARRIER_HOLD", "long")]).unwrap_err();
+        assert!(err.to_string().contains("BARRIER_HOLD"), "{err}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub mod decide;
 mod run;
 pub mod worker;
 
-pub use barrier::{Barrier, HttpBarrier, NoBarrier};
+pub use barrier::{Barrier, DEFAULT_BARRIER_HOLD, HttpBarrier, NoBarrier};
 pub use config::{AgentConfig, BackoffConfig, ConfigError, Endpoint, WorkerConfig};
 pub use run::{FIELD_MANAGER, barrier_endpoint, run, termination_signal};
 pub use worker::{NoWorker, ProcessWorker, Worker};
