@@ -2,9 +2,10 @@
 //! JobSet pod. Configured by environment variables (docs/in-place-restart.md); exits with the
 //! code the agent decides (the in-place restart code, the worker's code, 128+signal).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::pin::pin;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
@@ -36,7 +37,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<i32> {
     // Listen before talking to the API server when the endpoint is known: the kubelet's startup
     // probe then gets its 503 at once.
     let early = match &cfg.barrier {
-        Some(e) => Some(bind(e).await?),
+        Some(e) => Some(bind(e, cfg.barrier_hold).await?),
         None => None,
     };
     let client = client(args.kubeconfig).await?;
@@ -47,18 +48,27 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<i32> {
                 code = &mut stop => return Ok(code),
                 e = jobset_agent::barrier_endpoint(&cfg, &client) => e,
             };
-            bind(&endpoint).await?
+            bind(&endpoint, cfg.barrier_hold).await?
         }
     };
     Ok(jobset_agent::run(cfg, client, barrier, None::<NoWorker>, stop).await)
 }
 
-/// All addresses, IPv6 and IPv4 where the host has IPv6 (as Go's `:port`), else IPv4 only.
-async fn bind(e: &Endpoint) -> anyhow::Result<HttpBarrier> {
+/// `$POD_IP` when set, else all addresses, IPv6 and IPv4 where the host has IPv6 (as Go's
+/// `:port`), else IPv4 only. Pods of the process runtime share the host's network, each with its
+/// own loopback address in `POD_IP` (where the kubelet's probe goes): binding it lets every pod
+/// serve upstream's fixed barrier port. A probe of a barrier that is up is held for `hold`
+/// (`BARRIER_HOLD`).
+async fn bind(e: &Endpoint, hold: Duration) -> anyhow::Result<HttpBarrier> {
+    if let Some(ip) = std::env::var("POD_IP").ok().and_then(|ip| ip.trim().parse::<IpAddr>().ok()) {
+        return HttpBarrier::bind_holding(SocketAddr::from((ip, e.port)), e.path.clone(), hold)
+            .await
+            .with_context(|| format!("listening on {ip} port {} for the startup probe", e.port));
+    }
     let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, e.port));
-    match HttpBarrier::bind(v6, e.path.clone()).await {
+    match HttpBarrier::bind_holding(v6, e.path.clone(), hold).await {
         Ok(b) => Ok(b),
-        Err(_) => HttpBarrier::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, e.port)), e.path.clone())
+        Err(_) => HttpBarrier::bind_holding(SocketAddr::from((Ipv4Addr::UNSPECIFIED, e.port)), e.path.clone(), hold)
             .await
             .with_context(|| format!("listening on port {} for the startup probe", e.port)),
     }

@@ -1,11 +1,13 @@
 //! The embedded control plane: API server over HTTPS on loopback (token + kubeconfig), and the
 //! local nodes with the controllers. Shared by `jobset up` and `jobset run`.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use jobset_api::jobset::agent::AGENT_IMAGE;
 use jobset_apiserver::auth::{PodIdentity, PodTokens};
 use jobset_apiserver::persist::{Backend, Memory, Redb};
 use jobset_apiserver::{Admission, ApiServer, ServerConfig, tls};
@@ -31,8 +33,8 @@ pub struct ClusterOptions {
     pub nodes: Option<Vec<NodeConfig>>,
     pub runtime: String,
     pub timing: TimingArgs,
-}
     pub inflight: crate::up::InflightArgs,
+}
 
 /// The local cluster's timings, shared by `jobset up` and `jobset run`.
 #[derive(clap::Args, Debug, Clone)]
@@ -70,9 +72,9 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
     let mut config = ServerConfig { gc_interval: opts.gc_interval, ..ServerConfig::default() };
     config.store.watch_history = opts.watch_history;
     config.log_dir = Some(opts.state_dir.join("logs"));
-    let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
     config.max_requests_inflight = opts.inflight.max_requests_inflight;
     config.max_mutating_requests_inflight = opts.inflight.max_mutating_requests_inflight;
+    let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], opts.port));
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
@@ -102,7 +104,11 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
                         tokens.issue(&PodIdentity::of(&serde_json::to_value(pod).unwrap_or_default()))
                     }),
                 };
-                let process = ProcessConfig { service_account: Some(service_account), ..ProcessConfig::default() };
+                let process = ProcessConfig {
+                    service_account: Some(service_account),
+                    images: images(),
+                    ..ProcessConfig::default()
+                };
                 local.runtime = jobset_local::RuntimeKind::Process(process);
             }
             local.agent.default_run_duration = opts.timing.default_run_duration;
@@ -135,6 +141,11 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
 }
 
 impl Embedded {
+    /// The API server, in-process (for benchmarks that count its requests); `None` without nodes.
+    pub fn server(&self) -> Option<std::sync::Arc<ApiServer>> {
+        self.cluster.as_ref().map(|c| c.server.clone())
+    }
+
     /// Stops serving, then the nodes and controllers.
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let _ = self.stop.send(());
@@ -143,6 +154,18 @@ impl Embedded {
             c.shutdown().await;
         }
         served
+    }
+}
+
+/// The process runtime's image entrypoints: the in-place restart agent's image (any tag) runs
+/// this very binary's `jobset agent`, so upstream's manifests need only their `image:` set.
+fn images() -> BTreeMap<String, Vec<String>> {
+    match std::env::current_exe() {
+        Ok(exe) => [(AGENT_IMAGE.to_string(), vec![exe.to_string_lossy().into_owned(), "agent".to_string()])].into(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot locate the jobset binary: the agent image {AGENT_IMAGE} is not mapped");
+            BTreeMap::new()
+        }
     }
 }
 

@@ -3,9 +3,10 @@
 //!
 //! What a container runs, with Kubernetes' rules:
 //! - `command` replaces the entrypoint; without one, the image's entry in
-//!   [`ProcessConfig::images`] (image string → argv, matched exactly) is the entrypoint. `args`
-//!   follow the entrypoint. With neither, [`Runtime::start`] fails with a message naming the
-//!   container (the agent reports it as `StartError`).
+//!   [`ProcessConfig::images`] (image string → argv: the image exactly as written, else the
+//!   image without its `:tag` and `@digest`) is the entrypoint. `args` follow the entrypoint.
+//!   With neither, [`Runtime::start`] fails with a message naming the container (the agent
+//!   reports it as `StartError`).
 //! - `$(VAR)` in `command`, `args`, env values and `subPathExpr` expands to the container's
 //!   variables (`$$` is a literal `$`, unknown references stay as written), as the kubelet does.
 //! - The environment is not inherited: a container gets `PATH` and `HOME` of the agent,
@@ -75,6 +76,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use jobset_api::jobset::agent::image_repository;
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -98,7 +100,8 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 #[derive(Debug, Clone)]
 pub struct ProcessConfig {
     /// The entrypoint (argv) of an image, for containers without `command`; keyed by the image
-    /// string exactly as the pod spec writes it (`busybox:1.36`).
+    /// string as the pod spec writes it (`busybox:1.36`), or by the image without tag and digest
+    /// (`busybox`: any tag), which is used when there is no exact entry.
     pub images: BTreeMap<String, Vec<String>>,
     /// Where pods' sandboxes (`<state_dir>/pods/<uid>/`: `/tmp`, emptyDir, configMap and secret
     /// volumes; removed with the pod) and claims' directories (`<state_dir>/pvc/<ns>/<claim>/`;
@@ -335,7 +338,9 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
     let pod = &req.pod;
     let fail = |what: String| RuntimeError(format!("container {:?}: {what}", c.name));
     let image = c.image.as_deref().unwrap_or_default();
-    let entrypoint = match (c.command.as_ref().filter(|v| !v.is_empty()), images.get(image).filter(|v| !v.is_empty())) {
+    let mapped = |key: &str| images.get(key).filter(|v| !v.is_empty());
+    let mapped = mapped(image).or_else(|| mapped(image_repository(image)));
+    let entrypoint = match (c.command.as_ref().filter(|v| !v.is_empty()), mapped) {
         (Some(command), _) => command.clone(),
         (None, Some(mapped)) => mapped.clone(),
         (None, None) => {
@@ -1092,6 +1097,7 @@ mod tests {
     use super::*;
     use crate::config::NodeConfig;
     use crate::runtime::ContainerKind;
+    use jobset_api::jobset::agent::AGENT_IMAGE;
 
     fn vars(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
@@ -1173,6 +1179,38 @@ mod tests {
         assert_eq!(
             err.0,
             "container \"main\": no command is set and the image \"alpine\" is not mapped to a command in the process runtime"
+        );
+    }
+
+    #[test]
+    fn an_image_without_an_exact_entry_falls_back_to_its_repository() {
+        let entry = |argv: &[&str]| argv.iter().map(|a| a.to_string()).collect::<Vec<String>>();
+        let images: BTreeMap<String, Vec<String>> = [
+            (AGENT_IMAGE.to_string(), entry(&["/bin/jobset", "agent"])),
+            ("busybox".to_string(), entry(&["sh", "-c"])),
+            ("busybox:1.36".to_string(), entry(&["ash", "-c"])),
+            ("empty".to_string(), vec![]),
+        ]
+        .into();
+        let pod = json!({"metadata": {"name": "p"}});
+        let argv =
+            |image: &str| plan(&request(pod.clone(), json!({"name": "m", "image": image})), &images).map(|p| p.argv);
+        for tagged in [
+            format!("{AGENT_IMAGE}:v0.11.0"),
+            format!("{AGENT_IMAGE}@sha256:0123"),
+            format!("{AGENT_IMAGE}:v0.11.0@sha256:0123"),
+            AGENT_IMAGE.to_string(),
+        ] {
+            assert_eq!(argv(&tagged).unwrap(), ["/bin/jobset", "agent"], "{tagged}");
+        }
+        assert_eq!(argv("busybox:1.36").unwrap(), ["ash", "-c"], "an exact entry wins");
+        assert_eq!(argv("busybox:1.37").unwrap(), ["sh", "-c"]);
+        assert!(argv("empty:1").is_err(), "an empty entry maps nothing");
+        assert!(argv("registry.k8s.io/jobset/in-place-restart-agent-2:v1").is_err(), "not a prefix match");
+        let err = argv("alpine:3").unwrap_err();
+        assert_eq!(
+            err.0,
+            "container \"m\": no command is set and the image \"alpine:3\" is not mapped to a command in the process runtime"
         );
     }
 
