@@ -11,6 +11,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use nix::sys::resource::{UsageWho, getrusage};
 
 use anyhow::Context;
+
+mod in_place;
 use clap::Subcommand;
 use futures::StreamExt;
 use jobset_apiserver::persist::{Backend, Memory, Redb};
@@ -73,6 +75,44 @@ pub enum BenchCommand {
         #[arg(long, value_parser = crate::parse_duration)]
         progress: Option<Duration>,
     },
+    /// In-place restart: for each pod count, a JobSet (`InPlaceRestart`, every pod with the
+    /// agent sidecar, run by the simulated runtime with the real agent logic) from create to all
+    /// workers past the barrier, then one worker fails and every pod restarts in place; then the
+    /// same JobSet with `Recreate` for comparison. Both with kube-apiserver's in-flight limits.
+    /// Last, an in-place restart of process-runtime pods (`jobset agent`, shell workers).
+    InPlace {
+        /// Pod counts, each on a fresh cluster.
+        #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
+        pods: Vec<i32>,
+        /// Pods per Job (Indexed, parallelism = completions).
+        #[arg(long, default_value_t = 100)]
+        pods_per_job: i32,
+        /// Simulated pods per node.
+        #[arg(long, default_value_t = 10)]
+        pods_per_node: i32,
+        /// How long after its start the failing worker fails.
+        #[arg(long, default_value = "3s", value_parser = crate::parse_duration)]
+        fail_after: Duration,
+        /// The API server's read-only in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 400)]
+        max_requests_inflight: usize,
+        /// The API server's mutating in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 200)]
+        max_mutating_requests_inflight: usize,
+        /// Process-runtime pods for the last measurement (0: skip it).
+        #[arg(long, default_value_t = 64)]
+        process_pods: i32,
+        /// Skip the `Recreate` comparison.
+        #[arg(long)]
+        no_recreate: bool,
+    },
+}
+
+/// The API server's in-flight limits for a benchmark (`None`: unlimited).
+#[derive(Debug, Clone, Copy, Default)]
+struct Limits {
+    read_only: Option<usize>,
+    mutating: Option<usize>,
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
@@ -95,6 +135,22 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Jobset { jobs, pods_per_job, nodes, progress } => {
             jobset_bench(jobs, pods_per_job, nodes, progress).await
+        }
+        BenchCommand::InPlace {
+            pods,
+            pods_per_job,
+            pods_per_node,
+            fail_after,
+            max_requests_inflight,
+            max_mutating_requests_inflight,
+            process_pods,
+            no_recreate,
+        } => {
+            let limits = Limits {
+                read_only: Some(max_requests_inflight).filter(|n| *n > 0),
+                mutating: Some(max_mutating_requests_inflight).filter(|n| *n > 0),
+            };
+            in_place_bench(&pods, pods_per_job, pods_per_node, fail_after, limits, process_pods, !no_recreate).await
         }
     }
 }
@@ -290,7 +346,15 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn server(backend: Box<dyn Backend>) -> anyhow::Result<Arc<ApiServer>> {
-    let mut config = ServerConfig::default();
+    server_with(backend, Limits::default())
+}
+
+fn server_with(backend: Box<dyn Backend>, limits: Limits) -> anyhow::Result<Arc<ApiServer>> {
+    let mut config = ServerConfig {
+        max_requests_inflight: limits.read_only,
+        max_mutating_requests_inflight: limits.mutating,
+        ..ServerConfig::default()
+    };
     // Every watcher must be able to hold a burst of the benchmark's own writes.
     config.store.watch_buffer = 1 << 16;
     ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)
@@ -661,10 +725,7 @@ fn track(
     tx: tokio::sync::watch::Sender<()>,
 ) -> tokio::task::JoinHandle<()> {
     let sel = format!("{JS_NAME}={name}");
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        "jobsets",
-    );
+    let ar = jobset_resource();
     let pods = watcher(Api::<Pod>::default_namespaced(client.clone()), watcher::Config::default().labels(&sel))
         .default_backoff()
         .filter_map(|e| async move { e.ok().map(|e| Watched::Pod(Box::new(e))) });
@@ -802,7 +863,7 @@ async fn jobset_bench(jobs: i32, pods_per_job: i32, nodes: usize, progress: Opti
     );
     let mut figures = vec![];
     for strategy in ["Recreate", "BlockingRecreate"] {
-        figures.push(jobset_restart(strategy, jobs, pods_per_job, nodes, progress).await?);
+        figures.push(jobset_restart(strategy, jobs, pods_per_job, nodes, progress, Limits::default()).await?);
     }
     println!();
     println!(
@@ -849,8 +910,9 @@ async fn jobset_restart(
     pods_per_job: i32,
     nodes: usize,
     progress: Option<Duration>,
+    limits: Limits,
 ) -> anyhow::Result<JobsetFigures> {
-    let server = server(Box::new(Memory))?;
+    let server = server_with(Box::new(Memory), limits)?;
     let mut cfg = LocalConfig::with_nodes(nodes);
     cfg.job_controller = false;
     let controller = JobControllerThread::spawn(&server, cfg.job.clone())?;
@@ -891,11 +953,7 @@ async fn jobset_restart(
         })
     });
 
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
-        "jobsets",
-    );
-    let jobsets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let jobsets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &jobset_resource());
     let js: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
@@ -974,4 +1032,90 @@ async fn jobset_restart(
     controller.stop()?;
     cluster.shutdown().await;
     Ok(figures)
+}
+
+fn jobset_resource() -> kube::api::ApiResource {
+    kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+        "jobsets",
+    )
+}
+
+/// `jobset bench in-place`: in-place and `Recreate` restarts at each pod count, then processes.
+async fn in_place_bench(
+    sizes: &[i32],
+    pods_per_job: i32,
+    pods_per_node: i32,
+    fail_after: Duration,
+    limits: Limits,
+    process_pods: i32,
+    recreate: bool,
+) -> anyhow::Result<()> {
+    let limit = |n: Option<usize>| n.map_or("unlimited".to_string(), |n| n.to_string());
+    println!(
+        "jobset bench in-place ({} cores); API server in-flight limits: {} read-only, {} mutating",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        limit(limits.read_only),
+        limit(limits.mutating)
+    );
+    let mut rows = vec![];
+    for &pods in sizes {
+        let jobs = (pods / pods_per_job).max(1);
+        let ppj = pods / jobs;
+        let nodes = ((jobs * ppj) / pods_per_node.max(1)).max(1) as usize;
+        println!("\n{} pods: {jobs} Jobs x {ppj} pods on {nodes} simulated nodes", jobs * ppj);
+        let in_place = in_place::simulated(jobs, ppj, nodes, limits, fail_after).await?;
+        let recreate = match recreate {
+            true => Some(jobset_restart("Recreate", jobs, ppj, nodes, None, limits).await?),
+            false => None,
+        };
+        rows.push((jobs * ppj, in_place, recreate));
+    }
+    let process = match process_pods {
+        0 => None,
+        n => {
+            println!();
+            Some(in_place::process(n, limits, fail_after).await?)
+        }
+    };
+    println!();
+    println!(
+        "| pods | runtime | create → all past the barrier | in-place restart (failure → all workers past the barrier) | Recreate restart | Recreate / in-place | API requests (in-place restart) | 429s | process CPU (restart) | RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let verbs = |v: &[(&str, u64)]| {
+        v.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    for (pods, f, r) in &rows {
+        let (rec, ratio) = match r {
+            Some(r) => (
+                format!("{:.2} s", r.restart.as_secs_f64()),
+                format!("{:.0}×", r.restart.as_secs_f64() / f.restart.as_secs_f64()),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "| {pods} | simulated | {:.2} s | {:.3} s | {rec} | {ratio} | {} ({}) | {} | {:.1} s | {:.0} MB |",
+            f.startup.as_secs_f64(),
+            f.restart.as_secs_f64(),
+            f.requests,
+            verbs(&f.by_verb),
+            f.rejected,
+            f.cpu.as_secs_f64(),
+            f.rss_mb
+        );
+    }
+    if let Some(f) = &process {
+        println!(
+            "| {process_pods} | process | {:.2} s | {:.3} s | - | - | {} ({}) | {} | {:.1} s | {:.0} MB |",
+            f.startup.as_secs_f64(),
+            f.restart.as_secs_f64(),
+            f.requests,
+            verbs(&f.by_verb),
+            f.rejected,
+            f.cpu.as_secs_f64(),
+            f.rss_mb
+        );
+    }
+    Ok(())
 }

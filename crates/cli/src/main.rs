@@ -110,12 +110,12 @@ fn main() {
         }
     };
     // The client commands keep the embedded cluster's logs (run) and kube's quiet by default.
-    let default_filter =
-        if matches!(cli.command, Command::Up(_) | Command::Bench { .. } | Command::Node { .. } | Command::Agent(_)) {
-            "info"
-        } else {
-            "warn"
-        };
+    // Benchmarks run thousands of in-process agents: only their warnings.
+    let default_filter = match cli.command {
+        Command::Bench { .. } => "info,jobset_agent=warn",
+        Command::Up(_) | Command::Node { .. } | Command::Agent(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("JOBSET_LOG").unwrap_or_else(|_| default_filter.into()),

@@ -1,0 +1,388 @@
+//! `jobset bench in-place`: an in-place group restart of a JobSet whose every pod runs the real
+//! agent logic (simulated runtime), next to the `Recreate` restart of the same JobSet, both with
+//! kube-apiserver's in-flight limits; then the same in-place restart with real processes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use futures::StreamExt;
+use jobset_api::jobset::agent::AGENT_IMAGE;
+use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use jobset_local::{LocalCluster, LocalConfig};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use nix::sys::resource::UsageWho;
+use serde_json::{Value, json};
+
+use super::{JS_NAME, Limits, cpu, rss_mb};
+
+/// The worker container's name in the benchmark's pods.
+const WORKER: &str = "worker";
+
+/// What one in-place group restart measured.
+pub(super) struct InPlaceFigures {
+    pub startup: Duration,
+    pub restart: Duration,
+    pub requests: u64,
+    pub by_verb: Vec<(&'static str, u64)>,
+    pub rejected: u64,
+    pub cpu: Duration,
+    pub rss_mb: f64,
+}
+
+/// The pod template's agent sidecar and worker, as upstream's sidecar-mode example has them.
+fn pod_spec(worker: Value, agent_command: Option<Vec<String>>) -> Value {
+    let mut agent = json!({
+        "name": "agent",
+        "image": format!("{AGENT_IMAGE}:v0.11.0"),
+        "restartPolicy": "Always",
+        "restartPolicyRules": [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}],
+        "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081}, "periodSeconds": 1, "timeoutSeconds": 1, "failureThreshold": 600},
+        "env": [
+            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"}}},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+        ]
+    });
+    if let Some(cmd) = agent_command {
+        agent["command"] = json!(cmd);
+    }
+    json!({"terminationGracePeriodSeconds": 0, "initContainers": [agent], "containers": [worker]})
+}
+
+/// A JobSet of `jobs` Jobs × `pods_per_job` pods restarting in place.
+fn jobset(name: &str, jobs: i32, pods_per_job: i32, annotations: Value, spec: Value) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
+            "replicatedJobs": [{"name": "workers", "replicas": jobs, "template": {"spec": {
+                "parallelism": pods_per_job, "completions": pods_per_job, "completionMode": "Indexed",
+                "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
+                "template": {"metadata": {"annotations": annotations}, "spec": spec}
+            }}}]
+        }
+    }))?)
+}
+
+fn worker_rules() -> Value {
+    json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}])
+}
+
+/// What the benchmark follows of one pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PodView {
+    attempt: Option<u32>,
+    worker_running: bool,
+    worker_restarts: i32,
+    /// The worker ended or the pod is restarting its containers.
+    worker_failed: bool,
+}
+
+impl PodView {
+    fn of(p: &Pod) -> PodView {
+        let attempt =
+            p.metadata.annotations.as_ref().and_then(|a| a.get(IN_PLACE_RESTART_ATTEMPT)).and_then(|v| v.parse().ok());
+        let st = p.status.as_ref();
+        let worker = st.and_then(|s| s.container_statuses.as_ref()).and_then(|cs| cs.iter().find(|c| c.name == WORKER));
+        let restarting = st
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "AllContainersRestarting" && c.status == "True"));
+        let terminated = worker.and_then(|w| w.state.as_ref()).is_some_and(|s| s.terminated.is_some());
+        PodView {
+            attempt,
+            worker_running: worker.and_then(|w| w.state.as_ref()).is_some_and(|s| s.running.is_some()),
+            worker_restarts: worker.map(|w| w.restart_count).unwrap_or(0),
+            worker_failed: restarting || terminated || worker.is_some_and(|w| w.restart_count > 0),
+        }
+    }
+
+    /// Past the barrier at `attempt`, its worker running for the `attempt`-th time.
+    fn at(&self, attempt: u32) -> bool {
+        self.attempt == Some(attempt) && self.worker_running && self.worker_restarts == attempt as i32
+    }
+}
+
+/// The JobSet's pods (by uid) and in-place status, with the time each milestone was first seen.
+#[derive(Default)]
+struct Follow {
+    pods: BTreeMap<String, PodView>,
+    current: Option<i64>,
+    previous: Option<i64>,
+    restarts: i64,
+    marks: Vec<(String, Instant)>,
+    /// Every pod uid ever seen.
+    uids: BTreeSet<String>,
+}
+
+impl Follow {
+    fn mark(&mut self, what: String, now: Instant) {
+        if !self.marks.iter().any(|(w, _)| *w == what) {
+            self.marks.push((what, now));
+        }
+    }
+
+    fn at(&self, what: &str) -> Option<Instant> {
+        self.marks.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
+    }
+
+    fn check(&mut self, total: usize, now: Instant) {
+        for attempt in [0, 1] {
+            let n = self.pods.values().filter(|v| v.attempt == Some(attempt)).count();
+            if n == total {
+                self.mark(format!("all {total} agents announced attempt {attempt}"), now);
+            }
+            if n > 0 && attempt == 1 {
+                self.mark("first agent announced attempt 1".into(), now);
+            }
+            if self.pods.len() == total && self.pods.values().all(|v| v.at(attempt)) {
+                self.mark(all_at(total, attempt), now);
+            }
+        }
+        if self.pods.values().any(|v| v.worker_failed) {
+            self.mark(FAILURE.into(), now);
+        }
+        if let Some(c) = self.current {
+            self.mark(format!("JobSet currentInPlaceRestartAttempt = {c}"), now);
+        }
+        if let Some(p) = self.previous {
+            self.mark(format!("JobSet previousInPlaceRestartAttempt = {p}"), now);
+        }
+    }
+}
+
+const FAILURE: &str = "a worker failed";
+
+fn all_at(total: usize, attempt: u32) -> String {
+    format!("all {total} workers running past the barrier at attempt {attempt}")
+}
+
+/// Follows the pods of JobSet `name` and its status into `follow`, bumping `tx` after each event.
+fn track(
+    client: kube::Client,
+    name: &str,
+    total: usize,
+    follow: Arc<Mutex<Follow>>,
+    tx: tokio::sync::watch::Sender<()>,
+) -> tokio::task::JoinHandle<()> {
+    enum Seen {
+        Pod(Box<watcher::Event<Pod>>),
+        JobSet(Box<watcher::Event<DynamicObject>>),
+    }
+    let pods = watcher(
+        Api::<Pod>::default_namespaced(client.clone()),
+        watcher::Config::default().labels(&format!("{JS_NAME}={name}")),
+    )
+    .default_backoff()
+    .filter_map(|e| async move { e.ok().map(|e| Seen::Pod(Box::new(e))) });
+    let jobsets = watcher(
+        Api::<DynamicObject>::namespaced_with(client, "default", &super::jobset_resource()),
+        watcher::Config::default().fields(&format!("metadata.name={name}")),
+    )
+    .default_backoff()
+    .filter_map(|e| async move { e.ok().map(|e| Seen::JobSet(Box::new(e))) });
+    let mut events = futures::stream::select(pods.boxed(), jobsets.boxed());
+    tokio::spawn(async move {
+        use watcher::Event::{Apply, Delete, InitApply};
+        while let Some(ev) = events.next().await {
+            let now = Instant::now();
+            let mut f = follow.lock().expect("follow lock");
+            match ev {
+                Seen::Pod(e) => match *e {
+                    Apply(p) | InitApply(p) => {
+                        let uid = p.metadata.uid.clone().unwrap_or_default();
+                        f.uids.insert(uid.clone());
+                        f.pods.insert(uid, PodView::of(&p));
+                    }
+                    Delete(p) => {
+                        f.pods.remove(p.metadata.uid.as_deref().unwrap_or_default());
+                    }
+                    _ => {}
+                },
+                Seen::JobSet(e) => {
+                    if let Apply(js) | InitApply(js) = *e {
+                        let st = |k: &str| js.data.pointer(&format!("/status/{k}")).and_then(Value::as_i64);
+                        (f.current, f.previous) =
+                            (st("currentInPlaceRestartAttempt"), st("previousInPlaceRestartAttempt"));
+                        f.restarts = st("restarts").unwrap_or(0);
+                    }
+                }
+            }
+            f.check(total, now);
+            drop(f);
+            tx.send_replace(());
+        }
+    })
+}
+
+/// Waits (at most `limit`) until `what` was marked.
+async fn milestone(
+    follow: &Arc<Mutex<Follow>>,
+    rx: &mut tokio::sync::watch::Receiver<()>,
+    limit: Duration,
+    what: &str,
+) -> anyhow::Result<Instant> {
+    let wait = async {
+        loop {
+            if let Some(at) = follow.lock().expect("follow lock").at(what) {
+                return Ok(at);
+            }
+            rx.changed().await.map_err(|_| anyhow::anyhow!("the watches ended"))?;
+        }
+    };
+    match tokio::time::timeout(limit, wait).await {
+        Ok(r) => r,
+        Err(_) => {
+            let f = follow.lock().expect("follow lock");
+            let mut by: BTreeMap<String, usize> = BTreeMap::new();
+            for v in f.pods.values() {
+                *by.entry(format!("{v:?}")).or_default() += 1;
+            }
+            anyhow::bail!("timed out after {} s waiting for {what:?}; pods: {by:?}", limit.as_secs())
+        }
+    }
+}
+
+fn print_timeline(f: &Follow, from: Instant, to: Instant) {
+    let mut marks: Vec<&(String, Instant)> = f.marks.iter().filter(|(_, t)| *t >= from && *t <= to).collect();
+    marks.sort_by_key(|(_, t)| *t);
+    for (what, at) in marks {
+        println!("    {:>8.3} s  {what}", at.duration_since(from).as_secs_f64());
+    }
+}
+
+/// Creates the JobSet on `server`, waits until every worker runs at attempt 0, waits for the
+/// worker failure the template schedules, then until every worker runs again at attempt 1.
+async fn measure(
+    server: &Arc<jobset_apiserver::ApiServer>,
+    js: DynamicObject,
+    total: usize,
+    limit: Duration,
+) -> anyhow::Result<InPlaceFigures> {
+    let client = server.client();
+    let name = js.metadata.name.clone().unwrap_or_default();
+    let follow = Arc::new(Mutex::new(Follow::default()));
+    let (tx, mut rx) = tokio::sync::watch::channel(());
+    let tracking = track(client.clone(), &name, total, follow.clone(), tx);
+    let jobsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &super::jobset_resource());
+    let created = Instant::now();
+    jobsets.create(&PostParams::default(), &js).await?;
+    let synced = milestone(&follow, &mut rx, limit, &all_at(total, 0)).await?;
+    let startup = synced.duration_since(created);
+    println!("  create → all {total} workers running past the barrier: {:.2} s", startup.as_secs_f64());
+    print_timeline(&follow.lock().expect("follow lock"), created, synced);
+    if follow.lock().expect("follow lock").at(FAILURE).is_some() {
+        anyhow::bail!("the worker failed before every pod was in sync: raise --fail-after");
+    }
+    let cpu_before = cpu(UsageWho::RUSAGE_SELF);
+    let failed = milestone(&follow, &mut rx, limit, FAILURE).await?;
+    // Requests and CPU from here on are the restart's.
+    let (verbs_failed, requests_failed) = server.requests.snapshot();
+    let rejected_failed = server.requests.rejected();
+    let restarted = milestone(&follow, &mut rx, limit, &all_at(total, 1)).await?;
+    let (verbs_after, requests_after) = server.requests.snapshot();
+    let rejected = server.requests.rejected() - rejected_failed;
+    let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
+    let restart = restarted.duration_since(failed);
+    println!(
+        "  worker failure → all {total} workers running past the barrier at attempt 1: {:.3} s",
+        restart.as_secs_f64()
+    );
+    let f = follow.lock().expect("follow lock");
+    print_timeline(&f, failed, restarted);
+    // Nothing was recreated, and the restart spent no JobSet restart.
+    anyhow::ensure!(f.uids.len() == total, "{} pods were created for {total}: some were recreated", f.uids.len());
+    anyhow::ensure!(f.restarts == 0, "status.restarts = {}", f.restarts);
+    drop(f);
+    tracking.abort();
+    Ok(InPlaceFigures {
+        startup,
+        restart,
+        requests: requests_after - requests_failed,
+        by_verb: verbs_after.iter().zip(&verbs_failed).map(|((v, a), (_, b))| (*v, a - b)).collect(),
+        rejected,
+        cpu: cpu_used,
+        rss_mb: rss_mb(),
+    })
+}
+
+/// In-place group restart of `jobs` × `pods_per_job` simulated pods: pod 0 of Job 0 fails once,
+/// `fail_after` after its worker started.
+pub(super) async fn simulated(
+    jobs: i32,
+    pods_per_job: i32,
+    nodes: usize,
+    limits: Limits,
+    fail_after: Duration,
+) -> anyhow::Result<InPlaceFigures> {
+    let server = super::server_with(Box::new(jobset_apiserver::persist::Memory), limits)?;
+    let cluster = LocalCluster::start(server.clone(), LocalConfig::with_nodes(nodes)).await;
+    let worker = json!({"name": WORKER, "image": "registry.example.com/ml/trainer:2026.11",
+                        "restartPolicy": "Never", "restartPolicyRules": worker_rules()});
+    let annotations = json!({
+        "sim.jobset.x-k8s.io/duration": "forever",
+        "sim.jobset.x-k8s.io/fail-job-indexes": "0",
+        "sim.jobset.x-k8s.io/fail-indexes": "0",
+        "sim.jobset.x-k8s.io/fail-attempts": "1",
+        "sim.jobset.x-k8s.io/fail-duration": format!("{}ms", fail_after.as_millis()),
+    });
+    let js = jobset("bench-in-place", jobs, pods_per_job, annotations, pod_spec(worker, None))?;
+    println!("InPlaceRestart: {} simulated pods, each with the agent", jobs * pods_per_job);
+    let figures = measure(&server, js, (jobs * pods_per_job) as usize, Duration::from_secs(300)).await;
+    cluster.shutdown().await;
+    figures
+}
+
+/// In-place group restart of `pods` process-runtime pods on one node (`jobset agent` sidecars
+/// talking HTTPS with pod-bound tokens, shell workers); one worker fails once, `fail_after` after
+/// it started, keeping a marker in an emptyDir (which survives in-place restarts).
+pub(super) async fn process(pods: i32, limits: Limits, fail_after: Duration) -> anyhow::Result<InPlaceFigures> {
+    let dir = tempfile::Builder::new().prefix("jobset-bench-").tempdir()?;
+    let opts = crate::cluster::ClusterOptions {
+        data_dir: None,
+        state_dir: dir.path().to_path_buf(),
+        port: 0,
+        kubeconfig: dir.path().join("kubeconfig"),
+        gc_interval: Duration::from_secs(5),
+        watch_history: 100_000,
+        nodes: Some(jobset_kubelet::NodeConfig::uniform(1, "node")),
+        runtime: "process".into(),
+        timing: crate::cluster::TimingArgs {
+            default_run_duration: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(10),
+            node_grace_period: Duration::from_secs(40),
+            job_backoff: Duration::from_secs(10),
+        },
+        inflight: crate::up::InflightArgs {
+            max_requests_inflight: limits.read_only,
+            max_mutating_requests_inflight: limits.mutating,
+        },
+    };
+    let embedded = crate::cluster::start(&opts).await?;
+    let server = embedded.server().context("the embedded cluster")?;
+    let script = format!(
+        "if [ \"$JOB_INDEX\" = 0 ] && [ \"$JOB_COMPLETION_INDEX\" = 0 ] && [ ! -f /state/failed ]; then \
+           sleep {}; touch /state/failed; exit 1; fi; exec sleep 100000",
+        fail_after.as_secs_f64()
+    );
+    let worker = json!({
+        "name": WORKER, "image": "busybox", "command": ["sh", "-c", script],
+        "restartPolicy": "Never", "restartPolicyRules": worker_rules(),
+        "env": [
+            {"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}}},
+            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+        ],
+        "volumeMounts": [{"name": "state", "mountPath": "/state"}]
+    });
+    let mut spec = pod_spec(worker, None);
+    spec["volumes"] = json!([{"name": "state", "emptyDir": {}}]);
+    let js = jobset("bench-in-place-process", 1, pods, json!({}), spec)?;
+    println!("InPlaceRestart: {pods} process-runtime pods on one node (jobset agent sidecars, sh workers)");
+    let figures = measure(&server, js, pods as usize, Duration::from_secs(120)).await;
+    embedded.shutdown().await?;
+    figures
+}
