@@ -76,6 +76,12 @@ fn key(p: &Pod) -> String {
 
 impl Scheduler {
     async fn round(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
+        // Most changes (status writes of running pods) leave nothing to schedule: skip building
+        // the cluster's picture, which costs a pass over every pod and node.
+        if self.assumed.is_empty() && !pods.iter().any(|p| fit::is_pending(p, &self.cfg.scheduler_name)) {
+            self.reported.clear();
+            return;
+        }
         let by_key: HashMap<String, &Pod> = pods.iter().map(|p| (key(p), p.as_ref())).collect();
         // Forget assumptions the cache has caught up with (or whose pod is gone).
         self.assumed.retain(|k, _| by_key.get(k).is_some_and(|p| fit::node_name(p).is_none()));
