@@ -79,7 +79,7 @@ pub enum BenchCommand {
     /// agent sidecar, run by the simulated runtime with the real agent logic) from create to all
     /// workers past the barrier, then one worker fails and every pod restarts in place; then the
     /// same JobSet with `Recreate` for comparison. Both with kube-apiserver's in-flight limits.
-    /// Last, an in-place restart of process-runtime pods (`jobset agent`, shell workers).
+    /// First, an in-place restart of process-runtime pods (`jobset agent`, shell workers).
     InPlace {
         /// Pod counts, each on a fresh cluster.
         #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
@@ -102,6 +102,9 @@ pub enum BenchCommand {
         /// Process-runtime pods for the last measurement (0: skip it).
         #[arg(long, default_value_t = 64)]
         process_pods: i32,
+        /// How long after its start the failing process-runtime worker fails.
+        #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+        process_fail_after: Duration,
         /// Skip the `Recreate` comparison.
         #[arg(long)]
         no_recreate: bool,
@@ -144,13 +147,23 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             max_requests_inflight,
             max_mutating_requests_inflight,
             process_pods,
+            process_fail_after,
             no_recreate,
         } => {
             let limits = Limits {
                 read_only: Some(max_requests_inflight).filter(|n| *n > 0),
                 mutating: Some(max_mutating_requests_inflight).filter(|n| *n > 0),
             };
-            in_place_bench(&pods, pods_per_job, pods_per_node, fail_after, limits, process_pods, !no_recreate).await
+            in_place_bench(
+                &pods,
+                pods_per_job,
+                pods_per_node,
+                (fail_after, process_fail_after),
+                limits,
+                process_pods,
+                !no_recreate,
+            )
+            .await
         }
     }
 }
@@ -1046,7 +1059,7 @@ async fn in_place_bench(
     sizes: &[i32],
     pods_per_job: i32,
     pods_per_node: i32,
-    fail_after: Duration,
+    (fail_after, process_fail_after): (Duration, Duration),
     limits: Limits,
     process_pods: i32,
     recreate: bool,
@@ -1058,6 +1071,15 @@ async fn in_place_bench(
         limit(limits.read_only),
         limit(limits.mutating)
     );
+    // Processes first: forking from a process that grew to gigabytes in the simulated runs
+    // (page tables, copy-on-write faults) would slow the process runtime down.
+    let process = match process_pods {
+        0 => None,
+        n => {
+            println!();
+            Some(in_place::process(n, limits, process_fail_after).await?)
+        }
+    };
     let mut rows = vec![];
     for &pods in sizes {
         let jobs = (pods / pods_per_job).max(1);
@@ -1071,13 +1093,6 @@ async fn in_place_bench(
         };
         rows.push((jobs * ppj, in_place, recreate));
     }
-    let process = match process_pods {
-        0 => None,
-        n => {
-            println!();
-            Some(in_place::process(n, limits, fail_after).await?)
-        }
-    };
     println!();
     println!(
         "| pods | runtime | create → all past the barrier | in-place restart (failure → all workers past the barrier) | Recreate restart | Recreate / in-place | API requests (in-place restart) | 429s | process CPU (restart) | RSS |"

@@ -108,9 +108,14 @@ impl PodView {
 }
 
 /// The JobSet's pods (by uid) and in-place status, with the time each milestone was first seen.
+/// Counts are kept per event, so following thousands of pods stays cheap.
 #[derive(Default)]
 struct Follow {
     pods: BTreeMap<String, PodView>,
+    /// Pods that announced attempt 0 / 1.
+    announced: [usize; 2],
+    /// Pods past the barrier at attempt 0 / 1 ([`PodView::at`]).
+    running: [usize; 2],
     current: Option<i64>,
     previous: Option<i64>,
     restarts: i64,
@@ -130,20 +135,43 @@ impl Follow {
         self.marks.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
     }
 
-    fn check(&mut self, total: usize, now: Instant) {
+    /// Replaces what is known of pod `uid` (`None`: it is gone), keeping the counts.
+    fn set(&mut self, uid: String, view: Option<PodView>) {
+        let mut count = |v: &PodView, by: isize| {
+            for a in 0..2 {
+                if v.attempt == Some(a as u32) {
+                    self.announced[a] = self.announced[a].saturating_add_signed(by);
+                }
+                if v.at(a as u32) {
+                    self.running[a] = self.running[a].saturating_add_signed(by);
+                }
+            }
+        };
+        let old = match view {
+            Some(v) => {
+                count(&v, 1);
+                self.pods.insert(uid, v)
+            }
+            None => self.pods.remove(&uid),
+        };
+        if let Some(old) = old {
+            count(&old, -1);
+        }
+    }
+
+    fn check(&mut self, total: usize, failed: bool, now: Instant) {
         for attempt in [0, 1] {
-            let n = self.pods.values().filter(|v| v.attempt == Some(attempt)).count();
-            if n == total {
+            if self.announced[attempt] == total {
                 self.mark(format!("all {total} agents announced attempt {attempt}"), now);
             }
-            if n > 0 && attempt == 1 {
-                self.mark("first agent announced attempt 1".into(), now);
-            }
-            if self.pods.len() == total && self.pods.values().all(|v| v.at(attempt)) {
-                self.mark(all_at(total, attempt), now);
+            if self.running[attempt] == total {
+                self.mark(all_at(total, attempt as u32), now);
             }
         }
-        if self.pods.values().any(|v| v.worker_failed) {
+        if self.announced[1] > 0 {
+            self.mark("first agent announced attempt 1".into(), now);
+        }
+        if failed {
             self.mark(FAILURE.into(), now);
         }
         if let Some(c) = self.current {
@@ -191,16 +219,17 @@ fn track(
         while let Some(ev) = events.next().await {
             let now = Instant::now();
             let mut f = follow.lock().expect("follow lock");
+            let mut failed = false;
             match ev {
                 Seen::Pod(e) => match *e {
                     Apply(p) | InitApply(p) => {
                         let uid = p.metadata.uid.clone().unwrap_or_default();
+                        let view = PodView::of(&p);
+                        failed = view.worker_failed;
                         f.uids.insert(uid.clone());
-                        f.pods.insert(uid, PodView::of(&p));
+                        f.set(uid, Some(view));
                     }
-                    Delete(p) => {
-                        f.pods.remove(p.metadata.uid.as_deref().unwrap_or_default());
-                    }
+                    Delete(p) => f.set(p.metadata.uid.clone().unwrap_or_default(), None),
                     _ => {}
                 },
                 Seen::JobSet(e) => {
@@ -212,7 +241,7 @@ fn track(
                     }
                 }
             }
-            f.check(total, now);
+            f.check(total, failed, now);
             drop(f);
             tx.send_replace(());
         }
@@ -271,13 +300,16 @@ async fn measure(
     let jobsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &super::jobset_resource());
     let created = Instant::now();
     jobsets.create(&PostParams::default(), &js).await?;
-    let synced = milestone(&follow, &mut rx, limit, &all_at(total, 0)).await?;
+    let (mut rx_sync, mut rx_fail, all_synced) = (rx.clone(), rx.clone(), all_at(total, 0));
+    let synced = tokio::select! {
+        at = milestone(&follow, &mut rx_sync, limit, &all_synced) => at?,
+        _ = milestone(&follow, &mut rx_fail, limit, FAILURE) => {
+            anyhow::bail!("the worker failed before every pod was in sync: raise --fail-after")
+        }
+    };
     let startup = synced.duration_since(created);
     println!("  create → all {total} workers running past the barrier: {:.2} s", startup.as_secs_f64());
     print_timeline(&follow.lock().expect("follow lock"), created, synced);
-    if follow.lock().expect("follow lock").at(FAILURE).is_some() {
-        anyhow::bail!("the worker failed before every pod was in sync: raise --fail-after");
-    }
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
     let failed = milestone(&follow, &mut rx, limit, FAILURE).await?;
     // Requests and CPU from here on are the restart's.
