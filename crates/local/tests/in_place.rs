@@ -8,9 +8,7 @@
 //! resourceVersion (one global, monotonic counter in the embedded server).
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 use jobset_api::jobset::keys::*;
@@ -21,11 +19,12 @@ use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
+mod common;
+use common::*;
+
 const SIM: &str = "sim.jobset.x-k8s.io/";
 const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0";
 /// A node label no node has until a test adds it.
@@ -114,73 +113,8 @@ fn b_fails(attempts: Option<u32>) -> Value {
 // Waiting and recording through watches.
 // ---------------------------------------------------------------------------------------------
 
-trait Obj: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
-impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Obj for K {}
-
-fn name_of(o: &impl Resource) -> String {
-    o.meta().name.clone().unwrap_or_default()
-}
-
 fn rv_of(o: &impl Resource) -> u64 {
     o.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
-}
-
-fn by_name(name: &str) -> watcher::Config {
-    watcher::Config::default().fields(&format!("metadata.name={name}"))
-}
-
-fn of_jobset(name: &str) -> watcher::Config {
-    watcher::Config::default().labels(&format!("{JOBSET_NAME}={name}"))
-}
-
-/// Waits (through a watch, bounded) until the objects matching `cfg` satisfy `pred`, and
-/// returns them (sorted by name).
-async fn wait_for<K: Obj>(api: &Api<K>, cfg: watcher::Config, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K> {
-    let mut s = watcher(api.clone(), cfg).default_backoff().boxed();
-    let mut state: BTreeMap<String, K> = BTreeMap::new();
-    let mut init: BTreeMap<String, K> = BTreeMap::new();
-    let mut synced = false;
-    let found = tokio::time::timeout(TIMEOUT, async {
-        while let Some(ev) = s.next().await {
-            match ev {
-                Ok(watcher::Event::Init) => init.clear(),
-                Ok(watcher::Event::InitApply(o)) => {
-                    init.insert(name_of(&o), o);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    state = std::mem::take(&mut init);
-                    synced = true;
-                }
-                Ok(watcher::Event::Apply(o)) => {
-                    state.insert(name_of(&o), o);
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    state.remove(&name_of(&o));
-                }
-                Err(_) => continue,
-            }
-            if synced {
-                let all: Vec<K> = state.values().cloned().collect();
-                if pred(&all) {
-                    return all;
-                }
-            }
-        }
-        panic!("watch ended")
-    })
-    .await;
-    match found {
-        Ok(all) => all,
-        Err(_) => {
-            let last: Vec<&K> = state.values().collect();
-            panic!("timed out waiting for {what}; last seen: {last:#?}")
-        }
-    }
-}
-
-async fn wait_jobset(api: &Api<JobSet>, name: &str, what: &str, pred: impl Fn(&JobSet) -> bool) -> JobSet {
-    let found = wait_for(api, by_name(name), &format!("jobset {name}: {what}"), |v| v.first().is_some_and(&pred)).await;
-    found.into_iter().next().unwrap()
 }
 
 /// Every version of the matching objects, from a watch started before the test acts.

@@ -22,11 +22,12 @@ use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
-const TIMEOUT: Duration = Duration::from_secs(60);
+mod common;
+use common::*;
+
 const SIM: &str = "sim.jobset.x-k8s.io/";
 
 async fn cluster(nodes: usize) -> LocalCluster {
@@ -156,77 +157,12 @@ fn driver_and_workers(name: &str, fail_attempts: u32) -> JobSetBuilder {
 // Waiting and recording through watches.
 // ---------------------------------------------------------------------------------------------
 
-trait Obj: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
-impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Obj for K {}
-
-fn name_of(o: &impl Resource) -> String {
-    o.meta().name.clone().unwrap_or_default()
-}
-
 fn uid_of(o: &impl Resource) -> String {
     o.meta().uid.clone().unwrap_or_default()
 }
 
 fn label(o: &impl Resource, key: &str) -> Option<String> {
     o.meta().labels.as_ref()?.get(key).cloned()
-}
-
-fn by_name(name: &str) -> watcher::Config {
-    watcher::Config::default().fields(&format!("metadata.name={name}"))
-}
-
-fn of_jobset(name: &str) -> watcher::Config {
-    watcher::Config::default().labels(&format!("{JOBSET_NAME}={name}"))
-}
-
-/// Waits (through a watch, bounded) until the objects matching `cfg` satisfy `pred`, and
-/// returns them (sorted by name).
-async fn wait_for<K: Obj>(api: &Api<K>, cfg: watcher::Config, what: &str, pred: impl Fn(&[K]) -> bool) -> Vec<K> {
-    let mut s = watcher(api.clone(), cfg).default_backoff().boxed();
-    let mut state: BTreeMap<String, K> = BTreeMap::new();
-    let mut init: BTreeMap<String, K> = BTreeMap::new();
-    let mut synced = false;
-    let found = tokio::time::timeout(TIMEOUT, async {
-        while let Some(ev) = s.next().await {
-            match ev {
-                Ok(watcher::Event::Init) => init.clear(),
-                Ok(watcher::Event::InitApply(o)) => {
-                    init.insert(name_of(&o), o);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    state = std::mem::take(&mut init);
-                    synced = true;
-                }
-                Ok(watcher::Event::Apply(o)) => {
-                    state.insert(name_of(&o), o);
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    state.remove(&name_of(&o));
-                }
-                Err(_) => continue,
-            }
-            if synced {
-                let all: Vec<K> = state.values().cloned().collect();
-                if pred(&all) {
-                    return all;
-                }
-            }
-        }
-        panic!("watch ended")
-    })
-    .await;
-    match found {
-        Ok(all) => all,
-        Err(_) => {
-            let last: Vec<&K> = state.values().collect();
-            panic!("timed out waiting for {what}; last seen: {last:#?}")
-        }
-    }
-}
-
-async fn wait_jobset(api: &Api<JobSet>, name: &str, what: &str, pred: impl Fn(&JobSet) -> bool) -> JobSet {
-    let found = wait_for(api, by_name(name), &format!("jobset {name}: {what}"), |v| v.first().is_some_and(&pred)).await;
-    found.into_iter().next().unwrap()
 }
 
 async fn wait_jobs(api: &Api<Job>, jobset: &str, what: &str, pred: impl Fn(&[Job]) -> bool) -> Vec<Job> {
