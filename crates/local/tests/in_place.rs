@@ -8,9 +8,7 @@
 //! resourceVersion (one global, monotonic counter in the embedded server).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use jobset_api::jobset::keys::*;
 use jobset_api::jobset::{JobSet, JobSetStatus};
 use jobset_apiserver::ApiServer;
@@ -18,9 +16,7 @@ use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 mod common;
 use common::*;
@@ -115,68 +111,6 @@ fn b_fails(attempts: Option<u32>) -> Value {
 
 fn rv_of(o: &impl Resource) -> u64 {
     o.meta().resource_version.as_deref().and_then(|v| v.parse().ok()).expect("a numeric resourceVersion")
-}
-
-/// Every version of the matching objects, from a watch started before the test acts.
-struct History<K> {
-    log: Arc<Mutex<Vec<K>>>,
-    changed: tokio::sync::watch::Receiver<usize>,
-    task: JoinHandle<()>,
-}
-
-async fn record<K: Obj>(api: Api<K>, cfg: watcher::Config) -> History<K> {
-    let log: Arc<Mutex<Vec<K>>> = Arc::default();
-    let (tx, changed) = tokio::sync::watch::channel(0usize);
-    let (synced_tx, synced) = tokio::sync::oneshot::channel();
-    let l = log.clone();
-    let task = tokio::spawn(async move {
-        let mut synced_tx = Some(synced_tx);
-        let mut s = watcher(api, cfg).default_backoff().boxed();
-        while let Some(ev) = s.next().await {
-            let obj = match ev {
-                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => obj,
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(t) = synced_tx.take() {
-                        let _ = t.send(());
-                    }
-                    continue;
-                }
-                _ => continue,
-            };
-            let n = {
-                let mut log = l.lock().unwrap();
-                log.push(obj);
-                log.len()
-            };
-            let _ = tx.send(n);
-        }
-    });
-    tokio::time::timeout(TIMEOUT, synced).await.expect("the recorder's watch synced").unwrap();
-    History { log, changed, task }
-}
-
-impl<K: Obj> History<K> {
-    fn versions(&self) -> Vec<K> {
-        self.log.lock().unwrap().clone()
-    }
-    /// Waits until the recorder has seen `obj`'s resourceVersion.
-    async fn caught_up(&self, obj: &K) {
-        let rv = obj.meta().resource_version.clone();
-        let mut rx = self.changed.clone();
-        tokio::time::timeout(TIMEOUT, async {
-            while !self.versions().iter().any(|o| o.meta().resource_version == rv) {
-                rx.changed().await.expect("recorder running");
-            }
-        })
-        .await
-        .expect("the recorder caught up")
-    }
-}
-
-impl<K> Drop for History<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,11 +8,8 @@
 //! assertions can look at every version an object went through.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Debug;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use jobset_api::jobset::keys::*;
 use jobset_api::jobset::{JobSet, JobSetStatus, ReplicatedJobStatus};
 use jobset_apiserver::ApiServer;
@@ -21,9 +18,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use kube::Resource;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
 
 mod common;
 use common::*;
@@ -157,10 +153,6 @@ fn driver_and_workers(name: &str, fail_attempts: u32) -> JobSetBuilder {
 // Waiting and recording through watches.
 // ---------------------------------------------------------------------------------------------
 
-fn uid_of(o: &impl Resource) -> String {
-    o.meta().uid.clone().unwrap_or_default()
-}
-
 fn label(o: &impl Resource, key: &str) -> Option<String> {
     o.meta().labels.as_ref()?.get(key).cloned()
 }
@@ -171,116 +163,6 @@ async fn wait_jobs(api: &Api<Job>, jobset: &str, what: &str, pred: impl Fn(&[Job
 
 async fn finished(api: &Api<JobSet>, name: &str) -> JobSet {
     wait_jobset(api, name, "Completed or Failed", JobSet::finished).await
-}
-
-/// One observed version of an object (`deleted`: the watch reported it gone).
-#[derive(Clone, Debug)]
-struct Seen<K> {
-    deleted: bool,
-    obj: K,
-}
-
-/// Every version of the matching objects, from a watch started before the test acts.
-struct History<K> {
-    log: Arc<Mutex<Vec<Seen<K>>>>,
-    changed: tokio::sync::watch::Receiver<usize>,
-    task: JoinHandle<()>,
-}
-
-async fn record<K: Obj>(api: Api<K>, cfg: watcher::Config) -> History<K> {
-    let log: Arc<Mutex<Vec<Seen<K>>>> = Arc::default();
-    let (tx, changed) = tokio::sync::watch::channel(0usize);
-    let (synced_tx, synced) = tokio::sync::oneshot::channel();
-    let l = log.clone();
-    let task = tokio::spawn(async move {
-        let mut synced_tx = Some(synced_tx);
-        let mut s = watcher(api, cfg).default_backoff().boxed();
-        while let Some(ev) = s.next().await {
-            let seen = match ev {
-                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => Seen { deleted: false, obj },
-                Ok(watcher::Event::Delete(obj)) => Seen { deleted: true, obj },
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(t) = synced_tx.take() {
-                        let _ = t.send(());
-                    }
-                    continue;
-                }
-                _ => continue,
-            };
-            let n = {
-                let mut log = l.lock().unwrap();
-                log.push(seen);
-                log.len()
-            };
-            let _ = tx.send(n);
-        }
-    });
-    tokio::time::timeout(TIMEOUT, synced).await.expect("the recorder's watch synced").unwrap();
-    History { log, changed, task }
-}
-
-impl<K: Obj> History<K> {
-    fn snapshot(&self) -> Vec<Seen<K>> {
-        self.log.lock().unwrap().clone()
-    }
-    /// Every non-deleted version, in order.
-    fn versions(&self) -> Vec<K> {
-        self.snapshot().into_iter().filter(|s| !s.deleted).map(|s| s.obj).collect()
-    }
-    /// Waits until the recorded log satisfies `pred`.
-    async fn until(&self, what: &str, pred: impl Fn(&[Seen<K>]) -> bool) {
-        let mut rx = self.changed.clone();
-        tokio::time::timeout(TIMEOUT, async {
-            loop {
-                if pred(&self.snapshot()) {
-                    return;
-                }
-                rx.changed().await.expect("recorder running");
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for the recorded history: {what}"))
-    }
-    /// Waits until the recorder has seen `obj`'s resourceVersion.
-    async fn caught_up(&self, obj: &K) {
-        let rv = obj.meta().resource_version.clone();
-        self.until("caught up", |log| log.iter().any(|s| s.obj.meta().resource_version == rv)).await;
-    }
-    /// Every uid each name had, in order of appearance.
-    fn uids(&self) -> BTreeMap<String, Vec<String>> {
-        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for s in self.snapshot() {
-            let uids = out.entry(name_of(&s.obj)).or_default();
-            let uid = uid_of(&s.obj);
-            if !uids.contains(&uid) {
-                uids.push(uid);
-            }
-        }
-        out
-    }
-    /// How many distinct objects (uids) each name had.
-    fn incarnations(&self) -> BTreeMap<String, usize> {
-        self.uids().into_iter().map(|(k, v)| (k, v.len())).collect()
-    }
-    /// The last version of every uid, in order of first appearance.
-    fn last_of_each(&self) -> Vec<K> {
-        let mut order: Vec<String> = vec![];
-        let mut last: BTreeMap<String, K> = BTreeMap::new();
-        for s in self.snapshot() {
-            let uid = uid_of(&s.obj);
-            if !order.contains(&uid) {
-                order.push(uid.clone());
-            }
-            last.insert(uid, s.obj);
-        }
-        order.into_iter().map(|u| last.remove(&u).unwrap()).collect()
-    }
-}
-
-impl<K> Drop for History<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,6 +13,7 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -78,4 +80,118 @@ pub async fn wait_for<K: Obj>(api: &Api<K>, cfg: watcher::Config, what: &str, pr
 pub async fn wait_jobset(api: &Api<JobSet>, name: &str, what: &str, pred: impl Fn(&JobSet) -> bool) -> JobSet {
     let found = wait_for(api, by_name(name), &format!("jobset {name}: {what}"), |v| v.first().is_some_and(&pred)).await;
     found.into_iter().next().unwrap()
+}
+
+pub fn uid_of(o: &impl Resource) -> String {
+    o.meta().uid.clone().unwrap_or_default()
+}
+
+/// One observed version of an object (`deleted`: the watch reported it gone).
+#[derive(Clone, Debug)]
+pub struct Seen<K> {
+    pub deleted: bool,
+    pub obj: K,
+}
+
+/// Every version of the matching objects, from a watch started before the test acts.
+pub struct History<K> {
+    log: Arc<Mutex<Vec<Seen<K>>>>,
+    changed: tokio::sync::watch::Receiver<usize>,
+    task: JoinHandle<()>,
+}
+
+pub async fn record<K: Obj>(api: Api<K>, cfg: watcher::Config) -> History<K> {
+    let log: Arc<Mutex<Vec<Seen<K>>>> = Arc::default();
+    let (tx, changed) = tokio::sync::watch::channel(0usize);
+    let (synced_tx, synced) = tokio::sync::oneshot::channel();
+    let l = log.clone();
+    let task = tokio::spawn(async move {
+        let mut synced_tx = Some(synced_tx);
+        let mut s = watcher(api, cfg).default_backoff().boxed();
+        while let Some(ev) = s.next().await {
+            let seen = match ev {
+                Ok(watcher::Event::InitApply(obj) | watcher::Event::Apply(obj)) => Seen { deleted: false, obj },
+                Ok(watcher::Event::Delete(obj)) => Seen { deleted: true, obj },
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(t) = synced_tx.take() {
+                        let _ = t.send(());
+                    }
+                    continue;
+                }
+                _ => continue,
+            };
+            let n = {
+                let mut log = l.lock().unwrap();
+                log.push(seen);
+                log.len()
+            };
+            let _ = tx.send(n);
+        }
+    });
+    tokio::time::timeout(TIMEOUT, synced).await.expect("the recorder's watch synced").unwrap();
+    History { log, changed, task }
+}
+
+impl<K: Obj> History<K> {
+    pub fn snapshot(&self) -> Vec<Seen<K>> {
+        self.log.lock().unwrap().clone()
+    }
+    /// Every non-deleted version, in order.
+    pub fn versions(&self) -> Vec<K> {
+        self.snapshot().into_iter().filter(|s| !s.deleted).map(|s| s.obj).collect()
+    }
+    /// Waits until the recorded log satisfies `pred`.
+    pub async fn until(&self, what: &str, pred: impl Fn(&[Seen<K>]) -> bool) {
+        let mut rx = self.changed.clone();
+        tokio::time::timeout(TIMEOUT, async {
+            loop {
+                if pred(&self.snapshot()) {
+                    return;
+                }
+                rx.changed().await.expect("recorder running");
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for the recorded history: {what}"))
+    }
+    /// Waits until the recorder has seen `obj`'s resourceVersion.
+    pub async fn caught_up(&self, obj: &K) {
+        let rv = obj.meta().resource_version.clone();
+        self.until("caught up", |log| log.iter().any(|s| s.obj.meta().resource_version == rv)).await;
+    }
+    /// Every uid each name had, in order of appearance.
+    pub fn uids(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for s in self.snapshot() {
+            let uids = out.entry(name_of(&s.obj)).or_default();
+            let uid = uid_of(&s.obj);
+            if !uids.contains(&uid) {
+                uids.push(uid);
+            }
+        }
+        out
+    }
+    /// How many distinct objects (uids) each name had.
+    pub fn incarnations(&self) -> BTreeMap<String, usize> {
+        self.uids().into_iter().map(|(k, v)| (k, v.len())).collect()
+    }
+    /// The last version of every uid, in order of first appearance.
+    pub fn last_of_each(&self) -> Vec<K> {
+        let mut order: Vec<String> = vec![];
+        let mut last: BTreeMap<String, K> = BTreeMap::new();
+        for s in self.snapshot() {
+            let uid = uid_of(&s.obj);
+            if !order.contains(&uid) {
+                order.push(uid.clone());
+            }
+            last.insert(uid, s.obj);
+        }
+        order.into_iter().map(|u| last.remove(&u).unwrap()).collect()
+    }
+}
+
+impl<K> Drop for History<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
