@@ -11,15 +11,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use common::tracker::Tracker;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
@@ -128,113 +126,6 @@ async fn jobset(kubeconfig: &Path, args: &[&str]) -> Output {
     }
 }
 
-/// What a watch has seen so far: the objects that exist now, and every version ever delivered
-/// (deleted objects included), so short-lived states are not missed.
-struct Seen<K> {
-    current: BTreeMap<String, K>,
-    history: Vec<K>,
-}
-
-impl<K: Clone> Seen<K> {
-    fn versions<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a K> + 'a
-    where
-        K: ResourceExt,
-    {
-        self.history.iter().filter(move |o| o.name_any() == name)
-    }
-}
-
-/// Follows every object of one kind from before the test acts until it ends.
-struct Tracker<K> {
-    seen: Arc<Mutex<Seen<K>>>,
-    changed: tokio::sync::watch::Receiver<u64>,
-    task: tokio::task::JoinHandle<()>,
-    kind: &'static str,
-}
-
-impl<K> Tracker<K>
-where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + k8s_openapi::serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    /// Starts the watch and waits for its initial list.
-    async fn new(api: Api<K>, kind: &'static str) -> Tracker<K> {
-        let seen = Arc::new(Mutex::new(Seen { current: BTreeMap::new(), history: Vec::new() }));
-        let (tx, changed) = tokio::sync::watch::channel(0u64);
-        let task = {
-            let seen = seen.clone();
-            tokio::spawn(async move {
-                let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
-                let mut init: BTreeMap<String, K> = BTreeMap::new();
-                while let Some(ev) = stream.next().await {
-                    let Ok(ev) = ev else {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    };
-                    let mut s = seen.lock().unwrap();
-                    match ev {
-                        watcher::Event::Init => init.clear(),
-                        watcher::Event::InitApply(o) => {
-                            s.history.push(o.clone());
-                            init.insert(o.name_any(), o);
-                        }
-                        watcher::Event::InitDone => s.current = std::mem::take(&mut init),
-                        watcher::Event::Apply(o) => {
-                            s.history.push(o.clone());
-                            s.current.insert(o.name_any(), o);
-                        }
-                        watcher::Event::Delete(o) => {
-                            s.history.push(o.clone());
-                            s.current.remove(&o.name_any());
-                        }
-                    }
-                    drop(s);
-                    tx.send_modify(|n| *n += 1);
-                }
-            })
-        };
-        let t = Tracker { seen, changed, task, kind };
-        t.until("the initial list", |_| Some(())).await;
-        t
-    }
-
-    /// Waits until `f` returns something, re-evaluated on every watch event.
-    async fn until<T>(&self, what: &str, mut f: impl FnMut(&Seen<K>) -> Option<T>) -> T {
-        let mut changed = self.changed.clone();
-        let waited = tokio::time::timeout(WAIT_TIMEOUT, async {
-            loop {
-                changed.borrow_and_update();
-                if *changed.borrow() > 0
-                    && let Some(v) = f(&self.seen.lock().unwrap())
-                {
-                    return v;
-                }
-                changed.changed().await.expect("the watch task ended");
-            }
-        })
-        .await;
-        waited.unwrap_or_else(|_| {
-            let s = self.seen.lock().unwrap();
-            panic!("{}: timed out after {WAIT_TIMEOUT:?} waiting for {what}; now:\n{:#?}", self.kind, s.current)
-        })
-    }
-
-    fn get(&self, name: &str) -> Option<K> {
-        self.seen.lock().unwrap().current.get(name).cloned()
-    }
-}
-
-impl<K> Drop for Tracker<K> {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Watches of the three kinds the tests look at.
 struct Cluster {
     server: Server,
@@ -247,9 +138,9 @@ async fn cluster() -> Cluster {
     let server = start().await;
     let c = server.client.clone();
     let cluster = Cluster {
-        pods: Tracker::new(Api::namespaced(c.clone(), "default"), "pods").await,
-        nodes: Tracker::new(Api::all(c.clone()), "nodes").await,
-        jobs: Tracker::new(Api::namespaced(c, "default"), "jobs").await,
+        pods: Tracker::new(Api::namespaced(c.clone(), "default"), "pods", WAIT_TIMEOUT).await,
+        nodes: Tracker::new(Api::all(c.clone()), "nodes", WAIT_TIMEOUT).await,
+        jobs: Tracker::new(Api::namespaced(c, "default"), "jobs", WAIT_TIMEOUT).await,
         server,
     };
     cluster
@@ -354,7 +245,7 @@ impl Cluster {
                 .then_some(())
             })
             .await;
-        let seen = self.jobs.seen.lock().unwrap();
+        let seen = self.jobs.seen();
         for j in seen.versions(job) {
             let st = j.status.clone().unwrap_or_default();
             assert_eq!(st.failed.unwrap_or(0), 0, "the disruption was counted as a failure: {st:#?}");
@@ -507,7 +398,7 @@ async fn taints_evict_intolerant_pods_and_keep_new_pods_off() {
     let tolerant = c.pods.get("tolerant").expect("the tolerating pod is still there");
     assert_eq!((phase(&tolerant), node_of(&tolerant)), (Some("Running"), Some(node.as_str())));
     {
-        let seen = c.pods.seen.lock().unwrap();
+        let seen = c.pods.seen();
         for p in seen.versions("tolerant") {
             assert!(!deleting(p) && condition(p, "DisruptionTarget").is_none(), "tolerant was disrupted: {p:#?}");
         }
@@ -542,8 +433,8 @@ async fn taints_evict_intolerant_pods_and_keep_new_pods_off() {
         .await;
     assert_eq!((phase(&pinned), node_of(&pinned)), (Some("Pending"), None), "{pinned:#?}");
     // The pods already running there were left alone.
-    let seen = c.pods.seen.lock().unwrap();
-    for p in seen.history.iter().filter(|p| node_of(p) == Some(other.as_str())) {
+    let seen = c.pods.seen();
+    for p in seen.history.iter().map(|(_, p)| p).filter(|p| node_of(p) == Some(other.as_str())) {
         assert!(condition(p, "DisruptionTarget").is_none(), "NoSchedule disrupted {}", p.name_any());
     }
     drop(seen);

@@ -3,6 +3,8 @@
 // Each test binary uses a subset of this module.
 #![allow(dead_code)]
 
+pub mod tracker;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
