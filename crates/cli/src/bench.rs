@@ -1101,16 +1101,16 @@ async fn in_place_bench(
     let verbs = |v: &[(&str, u64)]| {
         v.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>().join(", ")
     };
-    for (pods, f, r) in &rows {
+    let row = |pods: i32, runtime: &str, f: &in_place::InPlaceFigures, r: Option<&JobsetFigures>| {
         let (rec, ratio) = match r {
             Some(r) => (
                 format!("{:.2} s", r.restart.as_secs_f64()),
-                format!("{:.0}×", r.restart.as_secs_f64() / f.restart.as_secs_f64()),
+                format!("{:.1}×", r.restart.as_secs_f64() / f.restart.as_secs_f64()),
             ),
             None => ("-".into(), "-".into()),
         };
         println!(
-            "| {pods} | simulated | {:.2} s | {:.3} s | {rec} | {ratio} | {} ({}) | {} | {:.1} s | {:.0} MB |",
+            "| {pods} | {runtime} | {:.2} s | {:.3} s | {rec} | {ratio} | {} ({}) | {} | {:.1} s | {:.0} MB |",
             f.startup.as_secs_f64(),
             f.restart.as_secs_f64(),
             f.requests,
@@ -1119,18 +1119,12 @@ async fn in_place_bench(
             f.cpu.as_secs_f64(),
             f.rss_mb
         );
+    };
+    for (pods, f, r) in &rows {
+        row(*pods, "simulated", f, r.as_ref());
     }
     if let Some(f) = &process {
-        println!(
-            "| {process_pods} | process | {:.2} s | {:.3} s | - | - | {} ({}) | {} | {:.1} s | {:.0} MB |",
-            f.startup.as_secs_f64(),
-            f.restart.as_secs_f64(),
-            f.requests,
-            verbs(&f.by_verb),
-            f.rejected,
-            f.cpu.as_secs_f64(),
-            f.rss_mb
-        );
+        row(process_pods, "process", f, None);
     }
     Ok(())
 }
