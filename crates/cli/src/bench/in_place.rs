@@ -34,8 +34,8 @@ pub(super) struct InPlaceFigures {
 }
 
 /// The pod template's agent sidecar and worker, as upstream's sidecar-mode example has them.
-fn pod_spec(worker: Value, agent_command: Option<Vec<String>>) -> Value {
-    let mut agent = json!({
+fn pod_spec(worker: Value) -> Value {
+    let agent = json!({
         "name": "agent",
         "image": format!("{AGENT_IMAGE}:v0.11.0"),
         "restartPolicy": "Always",
@@ -46,9 +46,6 @@ fn pod_spec(worker: Value, agent_command: Option<Vec<String>>) -> Value {
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
         ]
     });
-    if let Some(cmd) = agent_command {
-        agent["command"] = json!(cmd);
-    }
     json!({"terminationGracePeriodSeconds": 0, "initContainers": [agent], "containers": [worker]})
 }
 
@@ -362,7 +359,7 @@ pub(super) async fn simulated(
         "sim.jobset.x-k8s.io/fail-attempts": "1",
         "sim.jobset.x-k8s.io/fail-duration": format!("{}ms", fail_after.as_millis()),
     });
-    let js = jobset("bench-in-place", jobs, pods_per_job, annotations, pod_spec(worker, None))?;
+    let js = jobset("bench-in-place", jobs, pods_per_job, annotations, pod_spec(worker))?;
     println!("InPlaceRestart: {} simulated pods, each with the agent", jobs * pods_per_job);
     let figures = measure(&server, js, (jobs * pods_per_job) as usize, Duration::from_secs(300)).await;
     cluster.shutdown().await;
@@ -410,7 +407,7 @@ pub(super) async fn process(pods: i32, limits: Limits, fail_after: Duration) -> 
         ],
         "volumeMounts": [{"name": "state", "mountPath": "/state"}]
     });
-    let mut spec = pod_spec(worker, None);
+    let mut spec = pod_spec(worker);
     spec["volumes"] = json!([{"name": "state", "emptyDir": {}}]);
     let js = jobset("bench-in-place-process", 1, pods, json!({}), spec)?;
     println!("InPlaceRestart: {pods} process-runtime pods on one node (jobset agent sidecars, sh workers)");

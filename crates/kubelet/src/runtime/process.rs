@@ -335,7 +335,6 @@ fn valid_env_name(name: &str) -> bool {
 /// Works out what a run executes. Pure, so the rules are tested without processes.
 pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Result<Plan, RuntimeError> {
     let c = &req.container;
-    let pod = &req.pod;
     let fail = |what: String| RuntimeError(format!("container {:?}: {what}", c.name));
     let image = c.image.as_deref().unwrap_or_default();
     let mapped = |key: &str| images.get(key).filter(|v| !v.is_empty());
@@ -349,6 +348,28 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
             )));
         }
     };
+    let env = container_env(req)?;
+
+    let argv = entrypoint.iter().chain(c.args.iter().flatten()).map(|a| expand(a, &env)).collect();
+    // Without a workingDir the agent's own directory is used, unless the pod's private /tmp
+    // would hide it: then `/`, as most images' WORKDIR.
+    let working_dir = c
+        .working_dir
+        .as_ref()
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok().filter(|d| d.starts_with("/tmp")).map(|_| PathBuf::from("/")));
+    Ok(Plan { argv, env, working_dir })
+}
+
+/// The environment of a run of `req`'s container, as a kubelet builds it: `PATH`, `HOME`,
+/// `HOSTNAME`, `POD_IP`, then `envFrom`, then `env` (literal values with `$(VAR)` expanded,
+/// downward API, ConfigMap and Secret keys). The simulated runtime configures its in-process
+/// in-place restart agents from it too.
+pub fn container_env(req: &StartRequest) -> Result<BTreeMap<String, String>, RuntimeError> {
+    let c = &req.container;
+    let pod = &req.pod;
+    let fail = |what: String| RuntimeError(format!("container {:?}: {what}", c.name));
     let sources = Sources { pod, node: &req.node.name, pod_ip: &req.pod_ip, resources: &req.resources };
 
     let mut env = BTreeMap::new();
@@ -392,16 +413,7 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
         }
     }
 
-    let argv = entrypoint.iter().chain(c.args.iter().flatten()).map(|a| expand(a, &env)).collect();
-    // Without a workingDir the agent's own directory is used, unless the pod's private /tmp
-    // would hide it: then `/`, as most images' WORKDIR.
-    let working_dir = c
-        .working_dir
-        .as_ref()
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_dir().ok().filter(|d| d.starts_with("/tmp")).map(|_| PathBuf::from("/")));
-    Ok(Plan { argv, env, working_dir })
+    Ok(env)
 }
 
 /// The pod's hostname: `spec.hostname`, else its name.

@@ -473,9 +473,7 @@ impl SimulatedRuntime {
 /// no service-account directory), `AGENT_CONTAINER_NAME` to the container itself.
 pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, RuntimeError> {
     let c = &req.container;
-    // `plan` also works out an argv, which needs a command or a mapped image; the argv is unused.
-    let images = BTreeMap::from([(c.image.clone().unwrap_or_default(), vec!["jobset".into(), "agent".into()])]);
-    let mut env = process::plan(req, &images)?.env;
+    let mut env = process::container_env(req)?;
     let set = |k: &str| env.get(k).is_some_and(|v| !v.is_empty());
     if !set("NAMESPACE") && !set("POD_NAMESPACE") {
         let ns = req.pod.metadata.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
