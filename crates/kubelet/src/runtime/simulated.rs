@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use jobset_agent::{BackoffConfig, Endpoint, NoWorker};
+use jobset_agent::{Endpoint, NoWorker};
 use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
 use jobset_api::jobset::agent::runs_agent;
 use jobset_api::jobset::keys::{JOB_INDEX, JOBSET_UID};
@@ -366,31 +366,17 @@ pub struct SimulatedRuntime {
     running: RunningMap,
     next_id: AtomicU64,
     agent_client: Option<kube::Client>,
-    agent_backoff: Option<BackoffConfig>,
 }
 
 impl SimulatedRuntime {
     pub fn new(state: SimulationState) -> SimulatedRuntime {
-        SimulatedRuntime {
-            state,
-            running: Arc::default(),
-            next_id: AtomicU64::new(1),
-            agent_client: None,
-            agent_backoff: None,
-        }
+        SimulatedRuntime { state, running: Arc::default(), next_id: AtomicU64::new(1), agent_client: None }
     }
 
     /// The client the in-place restart agents run with (see the module doc). Without one, a
     /// container that runs the agent fails to start.
     pub fn with_agent_client(mut self, client: kube::Client) -> SimulatedRuntime {
         self.agent_client = Some(client);
-        self
-    }
-
-    /// The agents' back-off (JobSet watch, pod annotation write) when their env sets none of
-    /// `WATCH_BACKOFF_*` (default: the agent's own, 100 ms to 10 s, full jitter).
-    pub fn with_agent_backoff(mut self, backoff: BackoffConfig) -> SimulatedRuntime {
-        self.agent_backoff = Some(backoff);
         self
     }
 
@@ -421,12 +407,7 @@ impl SimulatedRuntime {
                 "container {name:?}: runs the in-place restart agent but the simulated runtime has no API client"
             )));
         };
-        let mut cfg = agent_config(&req)?;
-        if let Some(b) = self.agent_backoff
-            && cfg.backoff == BackoffConfig::default()
-        {
-            cfg.backoff = b;
-        }
+        let cfg = agent_config(&req)?;
         let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
             jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
         });
@@ -468,7 +449,7 @@ impl SimulatedRuntime {
 
 /// The agent's configuration for one run of `req`'s container, read from the container's env as
 /// the `jobset agent` command reads its environment: the process runtime's resolver
-/// ([`process::plan`]: literal values with `$(VAR)` expansion, `envFrom`, `configMapKeyRef`,
+/// ([`process::container_env`]: literal values with `$(VAR)` expansion, `envFrom`, `configMapKeyRef`,
 /// `secretKeyRef` and downward API `fieldRef`s). The namespace defaults to the pod's (there is
 /// no service-account directory), `AGENT_CONTAINER_NAME` to the container itself.
 pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, RuntimeError> {
@@ -982,7 +963,7 @@ mod agent_tests {
         assert_eq!(cfg.container_name.as_deref(), Some("agent"));
         assert_eq!(cfg.barrier, None, "taken from the startupProbe");
         assert_eq!(cfg.exit_code, 1);
-        assert_eq!(cfg.backoff, BackoffConfig::default());
+        assert_eq!(cfg.backoff, jobset_agent::BackoffConfig::default());
 
         let cfg = config_of(json!([
             {"name": "JOBSET_NAME", "value": "other"},
@@ -1100,12 +1081,16 @@ mod agent_tests {
 
     #[tokio::test]
     async fn the_agent_announces_holds_the_barrier_until_synced_and_exits_when_deprecated() {
-        let c = agent_container(standard_env());
+        let mut env = standard_env();
+        // A fast back-off, as a pod would set it.
+        env.as_array_mut().unwrap().extend([
+            json!({"name": "WATCH_BACKOFF_INITIAL", "value": "10ms"}),
+            json!({"name": "WATCH_BACKOFF_MAX", "value": "100ms"}),
+        ]);
+        let c = agent_container(env);
         let pod = agent_pod(&c);
         let client = server_with_jobset(&pod).await;
-        let fast = BackoffConfig { initial: Duration::from_millis(10), max: Duration::from_millis(100), jitter: 1.0 };
-        let rt =
-            SimulatedRuntime::new(SimulationState::new()).with_agent_client(client.clone()).with_agent_backoff(fast);
+        let rt = SimulatedRuntime::new(SimulationState::new()).with_agent_client(client.clone());
         let started = rt.start(request(pod, c)).await.unwrap();
         let id = started.id.clone();
         assert_eq!(rt.running(), 1);
