@@ -438,6 +438,23 @@ async fn each_pod_has_its_own_tmp() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_program_under_the_hosts_tmp_still_runs_behind_the_pods_tmp() {
+    // What an image mapped to a binary of a checkout under /tmp (the agent's `jobset`) needs.
+    let rt = runtime();
+    if !isolated(&rt) {
+        return;
+    }
+    let dir = tempfile::Builder::new().prefix("program-").tempdir_in("/tmp").unwrap();
+    let program = dir.path().join("hello");
+    std::fs::write(&program, "#!/bin/sh\necho hello from $0\n").unwrap();
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let p = pod_with("prog", "uid-prog", json!({}));
+    let c = json!({"name": "main", "image": "busybox", "command": [program.to_str().unwrap()]});
+    let (code, lines) = run_in(&rt, &p, c).await;
+    assert_eq!((code, lines), (0, vec![format!("hello from {}", program.display())]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn empty_dirs_are_shared_by_a_pods_containers_and_removed_with_it() {
     let state = tempfile::tempdir().unwrap();
     let rt = ProcessRuntime::new(ProcessConfig { state_dir: Some(state.path().into()), ..ProcessConfig::default() });

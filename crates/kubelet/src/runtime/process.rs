@@ -685,8 +685,9 @@ fn prepare(
     mounts: &[Mount],
     hosts: Option<(PathBuf, String)>,
     hostname: &str,
-    working_dir: Option<&Path>,
+    plan: &Plan,
 ) -> Result<ChildSetup, String> {
+    let program = Path::new(&plan.argv[0]);
     use std::os::unix::fs::PermissionsExt;
     let io = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
     let mut binds = Vec::new();
@@ -699,6 +700,12 @@ fn prepare(
                 .map_err(|e| format!("{what} (from {}): {e}", source.display()))
         };
         binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), false)?);
+        // A program under the host's /tmp (a mapped image such as the agent's `jobset` binary
+        // built in a checkout there) would be hidden by the pod's /tmp: bind it at its path.
+        if program.is_absolute() && program.starts_with("/tmp") && program.is_file() {
+            let what = format!("mounting the program {}", program.display());
+            binds.push(bind(what, program, program, true)?);
+        }
         if let Some((dir, namespace)) = hosts {
             let file = crate::hosts::ensure(&dir, &namespace).map_err(|e| io("creating the hosts file in", &dir, e))?;
             binds.push(bind("mounting /etc/hosts".into(), &file, Path::new("/etc/hosts"), true)?);
@@ -718,7 +725,7 @@ fn prepare(
             tracing::warn!("the process runtime runs without isolation: containers start without their volumes")
         });
     }
-    let workdir = match working_dir {
+    let workdir = match &plan.working_dir {
         Some(d) => Some(ChildSetup::workdir(d).map_err(|e| io("working directory", d, e))?),
         None => None,
     };
@@ -943,9 +950,9 @@ impl Runtime for ProcessRuntime {
         let pod_uid = req.pod.metadata.uid.clone().unwrap_or_default();
         async move {
             let fail = |what: String| RuntimeError(format!("container {name:?}: {what}"));
-            let working_dir = plan.working_dir.clone();
+            let for_setup = plan.clone();
             let setup = tokio::task::spawn_blocking(move || {
-                prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, working_dir.as_deref())
+                prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, &for_setup)
             })
             .await
             .map_err(|e| fail(format!("preparing the sandbox: {e}")))?
