@@ -275,11 +275,29 @@ impl Worker {
         }
     }
 
-    /// Writes what is pending, if the node is alive: the status, then the deletion confirmation.
+    /// Something is to be written, the node is alive, and no failed write waits for its retry.
+    fn can_flush(&self) -> bool {
+        (self.dirty || self.delete_pending)
+            && *self.ctx.alive.borrow()
+            && self.retry_at.is_none_or(|t| t <= tokio::time::Instant::now())
+    }
+
+    /// Patches the pod's status, leaving the returned pod unparsed: nothing reads it, and at
+    /// thousands of pods restarting at once parsing it was a noticeable share of the CPU.
+    fn patch_status(&self, patch: &Patch<serde_json::Value>) -> BoxFuture<'static, kube::Result<()>> {
+        let url = <Pod as kube::Resource>::url_path(&(), Some(&self.placement.namespace));
+        let req = kube::core::Request::new(url).patch_subresource(
+            "status",
+            &self.placement.name,
+            &PatchParams::apply(FIELD_MANAGER),
+            patch,
+        );
+        let client = self.ctx.client.clone();
+        async move { client.request_text(req.map_err(kube::Error::BuildRequest)?).await.map(drop) }.boxed()
+    }
+
+    /// Writes what is pending: the status, then the deletion confirmation.
     async fn flush(&mut self) -> Flush {
-        if !*self.ctx.alive.borrow() || self.retry_at.is_some_and(|t| t > tokio::time::Instant::now()) {
-            return Flush::Done;
-        }
         self.retry_at = None;
         if self.dirty {
             let m = self.machine.as_ref().expect("machine present");
@@ -294,7 +312,7 @@ impl Worker {
                 }
             }
             let patch = Patch::Strategic(json!({"status": status}));
-            match self.api.patch_status(&self.placement.name, &PatchParams::apply(FIELD_MANAGER), &patch).await {
+            match self.patch_status(&patch).await {
                 Ok(_) => self.dirty = false,
                 Err(e) if is_status(&e, 404) => return Flush::Gone,
                 Err(e) => {
@@ -414,13 +432,15 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     }
     let mut alive = ctx.alive.clone();
     loop {
-        if let Flush::Gone = w.flush().await {
-            break;
-        }
         let wake = w.machine().next_wakeup();
         let waiting_to_write = w.dirty || w.delete_pending;
         let dead = !*alive.borrow_and_update();
+        let flush = w.can_flush();
+        // Biased: events that are already there (a killed container's exit, the restart that
+        // follows) are handled before the status is written, so one write carries them all, as
+        // kubelet's status manager writes only the latest status.
         tokio::select! {
+            biased;
             changed = updates.changed() => {
                 if changed.is_err() {
                     break;
@@ -455,7 +475,14 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
                     break;
                 }
             }
-            _ = tokio::time::sleep_until(w.retry_at.unwrap_or_else(tokio::time::Instant::now)), if w.retry_at.is_some() => {}
+            _ = tokio::time::sleep_until(w.retry_at.unwrap_or_else(tokio::time::Instant::now)), if w.retry_at.is_some() => {
+                w.retry_at = None;
+            }
+            _ = std::future::ready(()), if flush => {
+                if let Flush::Gone = w.flush().await {
+                    break;
+                }
+            }
         }
     }
     w.abandon();

@@ -505,7 +505,12 @@ impl Runtime for SimulatedRuntime {
             let killed = async {
                 match rx.await {
                     // A container may take a while to stop, never longer than its grace period.
-                    Ok(grace) => tokio::time::sleep(termination_delay.min(grace)).await,
+                    // None at all is no timer: the exit is there at once, for the pod worker to
+                    // write with whatever follows it.
+                    Ok(grace) if !termination_delay.min(grace).is_zero() => {
+                        tokio::time::sleep(termination_delay.min(grace)).await
+                    }
+                    Ok(_) => {}
                     // A dropped switch (runtime gone) is not a kill.
                     Err(_) => futures::future::pending::<()>().await,
                 }
