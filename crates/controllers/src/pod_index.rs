@@ -2,10 +2,12 @@
 //! a reconcile reads its owner's pods without scanning every pod of the cluster.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 
 /// The owner key a pod is filed under (`None`: not indexed).
 pub type OwnerKey = fn(&Pod) -> Option<&str>;
@@ -16,6 +18,8 @@ pub struct PodIndex {
     pods: Arc<Mutex<Grouped>>,
     /// The relist in progress (between `Init` and `InitDone`).
     relist: Arc<Mutex<Grouped>>,
+    /// The first list is complete.
+    synced: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -38,11 +42,11 @@ impl Grouped {
         }
     }
 
-    fn insert(&mut self, key: OwnerKey, pod: &Pod) {
+    fn insert(&mut self, key: OwnerKey, pod: &Arc<Pod>) {
         let Some(uid) = pod.metadata.uid.as_deref() else { return };
         self.remove(uid);
         if let Some(owner) = key(pod) {
-            self.by_owner.entry(owner.to_string()).or_default().insert(uid.to_string(), Arc::new(pod.clone()));
+            self.by_owner.entry(owner.to_string()).or_default().insert(uid.to_string(), pod.clone());
             self.filed.insert(uid.to_string(), owner.to_string());
         }
     }
@@ -54,30 +58,73 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl PodIndex {
     pub fn new(key: OwnerKey) -> PodIndex {
-        PodIndex { key, pods: Arc::default(), relist: Arc::default() }
+        PodIndex { key, pods: Arc::default(), relist: Arc::default(), synced: Arc::default() }
     }
 
-    /// Follows one event of the pod watch.
-    pub fn apply(&self, ev: &watcher::Event<Pod>) {
+    /// Follows one event of the pod watch, returning the pod it touched: the index and the
+    /// controller's triggers share one copy (thousands of pod events a second in a group restart
+    /// made copying them a noticeable share of the CPU).
+    pub fn apply(&self, ev: watcher::Event<Pod>) -> Option<Arc<Pod>> {
         match ev {
-            watcher::Event::Apply(p) => lock(&self.pods).insert(self.key, p),
+            watcher::Event::Apply(p) => {
+                let p = Arc::new(p);
+                lock(&self.pods).insert(self.key, &p);
+                Some(p)
+            }
             watcher::Event::Delete(p) => {
                 if let Some(uid) = p.metadata.uid.as_deref() {
                     lock(&self.pods).remove(uid);
                 }
+                Some(Arc::new(p))
             }
-            watcher::Event::Init => *lock(&self.relist) = Grouped::default(),
-            watcher::Event::InitApply(p) => lock(&self.relist).insert(self.key, p),
+            watcher::Event::Init => {
+                *lock(&self.relist) = Grouped::default();
+                None
+            }
+            watcher::Event::InitApply(p) => {
+                let p = Arc::new(p);
+                lock(&self.relist).insert(self.key, &p);
+                Some(p)
+            }
             watcher::Event::InitDone => {
                 let fresh = std::mem::take(&mut *lock(&self.relist));
                 *lock(&self.pods) = fresh;
+                self.synced.store(true, Ordering::Release);
+                None
             }
         }
+    }
+
+    /// The shared stream of pods a pod watch touched, kept in this index on the way (watch
+    /// errors are retried with kube's default back-off).
+    pub fn follow(
+        &self,
+        watch: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send + 'static,
+    ) -> impl Stream<Item = Arc<Pod>> + Send + 'static {
+        let index = self.clone();
+        watch.default_backoff().filter_map(move |ev| {
+            let touched = match ev {
+                Ok(ev) => index.apply(ev),
+                Err(e) => {
+                    tracing::debug!(error = %e, "pod watch");
+                    None
+                }
+            };
+            std::future::ready(touched)
+        })
     }
 
     /// The pods filed under `owner`.
     pub fn of(&self, owner: &str) -> Vec<Arc<Pod>> {
         lock(&self.pods).by_owner.get(owner).map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Every indexed pod, once the first list is complete (`None` before).
+    pub fn all(&self) -> Option<Vec<Arc<Pod>>> {
+        if !self.synced.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(lock(&self.pods).by_owner.values().flat_map(|m| m.values().cloned()).collect())
     }
 }
 
@@ -104,17 +151,31 @@ mod tests {
     #[test]
     fn pods_are_filed_by_owner_through_key_changes_deletions_and_relists() {
         let index = PodIndex::new(by_label);
-        index.apply(&watcher::Event::Apply(filed("a", "p1")));
-        index.apply(&watcher::Event::Apply(filed("a", "p2")));
-        index.apply(&watcher::Event::Apply(filed("b", "p2")));
+        let touched = index.apply(watcher::Event::Apply(filed("a", "p1")));
+        assert_eq!(touched.and_then(|p| p.metadata.uid.clone()).as_deref(), Some("p1"));
+        index.apply(watcher::Event::Apply(filed("a", "p2")));
+        index.apply(watcher::Event::Apply(filed("b", "p2")));
         assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p1".into()], vec!["p2".into()]));
-        index.apply(&watcher::Event::Delete(filed("a", "p1")));
+        assert!(index.apply(watcher::Event::Delete(filed("a", "p1"))).is_some());
         assert!(uids(&index, "a").is_empty());
         // A relist replaces everything once it is done, not before.
-        index.apply(&watcher::Event::Init);
-        index.apply(&watcher::Event::InitApply(filed("a", "p3")));
+        assert!(index.apply(watcher::Event::Init).is_none());
+        index.apply(watcher::Event::InitApply(filed("a", "p3")));
         assert_eq!(uids(&index, "b"), ["p2"]);
-        index.apply(&watcher::Event::InitDone);
+        assert!(index.apply(watcher::Event::InitDone).is_none());
         assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
+    }
+
+    #[test]
+    fn every_pod_is_listed_only_once_the_first_list_is_complete() {
+        let index = PodIndex::new(by_label);
+        index.apply(watcher::Event::Init);
+        index.apply(watcher::Event::InitApply(filed("a", "p1")));
+        assert!(index.all().is_none());
+        index.apply(watcher::Event::InitDone);
+        index.apply(watcher::Event::Apply(filed("b", "p2")));
+        let mut all: Vec<String> = index.all().unwrap().iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        all.sort();
+        assert_eq!(all, ["p1", "p2"]);
     }
 }

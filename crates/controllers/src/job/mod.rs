@@ -11,19 +11,20 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{self, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use self::backoff::BackoffRecord;
 use self::sync::{EventKind, SyncConfig, SyncInput, TRACKING_FINALIZER};
+use crate::pod_index::PodIndex;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -65,7 +66,7 @@ struct Expectations {
 
 pub struct Ctx {
     client: Client,
-    pods: crate::pod_index::PodIndex,
+    pods: PodIndex,
     recorder: Recorder,
     config: JobControllerConfig,
     backoff: Mutex<HashMap<String, BackoffRecord>>,
@@ -262,18 +263,12 @@ pub fn error_policy(_job: Arc<Job>, err: &Error, _ctx: Arc<Ctx>) -> Action {
 pub async fn run(client: Client, config: JobControllerConfig) {
     let jobs: Api<Job> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
-    let (reader, writer) = reflector::store();
-    let index = crate::pod_index::PodIndex::new(controller_uid);
-    let indexer = index.clone();
-    let pod_watch =
-        watcher(pods, watcher::Config::default().labels("batch.kubernetes.io/controller-uid")).map_ok(move |ev| {
-            indexer.apply(&ev);
-            ev
-        });
-    let pod_events = reflector(writer, pod_watch).touched_objects().default_backoff();
+    let index = PodIndex::new(controller_uid);
+    let pod_events =
+        index.follow(watcher(pods, watcher::Config::default().labels("batch.kubernetes.io/controller-uid")));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
-        pods: index,
+        pods: index.clone(),
         recorder: Recorder::new(client.clone(), Reporter { controller: "job-controller".into(), instance: None }),
         config: config.clone(),
         backoff: Mutex::default(),
@@ -281,10 +276,10 @@ pub async fn run(client: Client, config: JobControllerConfig) {
         reasons: Mutex::default(),
     });
     let controller = Controller::new(jobs, watcher::Config::default())
-        .owns_stream(pod_events)
+        .owns_shared_stream(pod_events)
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let job_store = controller.store();
-    let sweeper = tokio::spawn(release_orphans(client.clone(), reader, job_store, config.orphan_sweep));
+    let sweeper = tokio::spawn(release_orphans(client.clone(), index, job_store, config.orphan_sweep));
     controller
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -298,16 +293,16 @@ pub async fn run(client: Client, config: JobControllerConfig) {
 
 /// Pods that keep the tracking finalizer though no Job controls them any more lose it
 /// (upstream's orphan handling), so they can be deleted.
-async fn release_orphans(client: Client, pods: Store<Pod>, jobs: Store<Job>, every: Duration) {
+async fn release_orphans(client: Client, pods: PodIndex, jobs: Store<Job>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        if pods.wait_until_ready().await.is_err() || jobs.wait_until_ready().await.is_err() {
+        if jobs.wait_until_ready().await.is_err() {
             return;
         }
+        let Some(pods) = pods.all() else { continue };
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
         let orphans: Vec<Arc<Pod>> = pods
-            .state()
             .into_iter()
             .filter(|p| p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER)))
             .filter(|p| !controller_uid(p).is_some_and(|u| live.contains(u)))

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use jobset_api::jobset::keys::{self, JOBSET_NAME, JOBSET_UID};
 use jobset_api::jobset::{Features, JobSet, RestartStrategy};
 use k8s_openapi::api::batch::v1::Job;
@@ -327,18 +327,11 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let claim_cache = reflector(claim_writer, claim_watch).default_backoff().for_each(|_| async {});
     // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
     let pod_index = PodIndex::new(jobset_uid);
-    let indexer = pod_index.clone();
-    let pod_events = watcher(pods, watcher::Config::default().labels(JOBSET_NAME))
-        .map_ok(move |ev| {
-            indexer.apply(&ev);
-            ev
-        })
-        .touched_objects()
-        .default_backoff();
+    let pod_events = pod_index.follow(watcher(pods, watcher::Config::default().labels(JOBSET_NAME)));
     let controller = Controller::new(jobsets, watcher::Config::default())
         .owns_stream(job_events)
         .owns_stream(svc_events)
-        .watches_stream(pod_events, |p: Pod| {
+        .watches_shared_stream(pod_events, |p: Arc<Pod>| {
             let name = p.labels().get(JOBSET_NAME)?;
             Some(ObjectRef::<JobSet>::new(name).within(&p.namespace()?))
         })
