@@ -665,7 +665,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
             let o = write(&server, |txn| {
-                let o = ops::update(txn, ctx, &sdef, &nsv, &name, v, target, None)?;
+                let o = ops::update(txn, ctx, &sdef, &nsv, &name, v, target, None, None)?;
                 check_write(txn, &o)?;
                 Ok(o)
             })

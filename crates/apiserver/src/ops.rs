@@ -335,17 +335,22 @@ fn crd_established(body: &mut Value) {
     });
 }
 
-/// Everything outside `metadata` and `status`: what bumps `generation` when it changes.
-fn spec_part(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        o.remove("metadata");
-        o.remove("status");
+/// Whether anything outside `metadata` and `status` differs: what bumps `generation`.
+fn spec_changed(a: &Value, b: &Value) -> bool {
+    fn spec(o: &serde_json::Map<String, Value>) -> Vec<(&String, &Value)> {
+        let mut fields: Vec<(&String, &Value)> =
+            o.iter().filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status").collect();
+        fields.sort_by_key(|(k, _)| *k);
+        fields
     }
-    v
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => spec(a) != spec(b),
+        _ => a != b,
+    }
 }
 
-/// Replaces an object with `body`, keeping what the client may not change.
+/// Replaces an object with `body`, keeping what the client may not change. `old` is `cur`'s
+/// value when the caller has it parsed already.
 #[allow(clippy::too_many_arguments)]
 pub fn update(
     txn: &mut Txn<'_>,
@@ -356,6 +361,7 @@ pub fn update(
     mut body: Value,
     target: Target,
     cur: Option<Arc<Obj>>,
+    old: Option<Value>,
 ) -> Result<Arc<Obj>> {
     check_type(def, txn.registry, &mut body)?;
     check_namespace(def, ns, &mut body)?;
@@ -377,34 +383,35 @@ pub fn update(
     {
         return Err(ApiError::stale(def, name));
     }
-    let old = cur.value();
-    let mut new = match target {
-        Target::Main => {
-            let mut new = body;
-            if def.has_status() {
-                match old.get("status") {
-                    Some(s) => new["status"] = s.clone(),
-                    None => {
-                        new.as_object_mut().map(|o| o.remove("status"));
-                    }
-                }
-            }
-            new
+    let old = old.unwrap_or_else(|| cur.value());
+    if target == Target::Status {
+        // Only the status changes: the stored object with the body's status, compared and
+        // stored without copying the rest (thousands of node agents write pod statuses).
+        let status = body.as_object_mut().and_then(|o| o.remove("status"));
+        if old.get("status") == status.as_ref() {
+            return Ok(cur);
         }
-        Target::Status => {
-            let mut new = old.clone();
-            match body.get("status") {
-                Some(s) => new["status"] = s.clone(),
-                None => {
-                    new.as_object_mut().map(|o| o.remove("status"));
-                }
+        let mut new = old;
+        match status {
+            Some(s) => new["status"] = s,
+            None => {
+                new.as_object_mut().map(|o| o.remove("status"));
             }
-            new
         }
-    };
+        return store_update(txn, def, ns, name, &cur, new);
+    }
+    let mut new = body;
+    if def.has_status() {
+        match old.get("status") {
+            Some(s) => new["status"] = s.clone(),
+            None => {
+                new.as_object_mut().map(|o| o.remove("status"));
+            }
+        }
+    }
     // Server-owned metadata always comes from the stored object.
     {
-        let old_meta = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        let old_meta = old.get("metadata").and_then(Value::as_object);
         let meta = meta_mut(&mut new);
         for k in [
             "uid",
@@ -415,7 +422,7 @@ pub fn update(
             "resourceVersion",
             "namespace",
         ] {
-            match old_meta.get(k) {
+            match old_meta.and_then(|m| m.get(k)) {
                 Some(v) => meta.insert(k.into(), v.clone()),
                 None => meta.remove(k),
             };
@@ -423,54 +430,66 @@ pub fn update(
         meta.remove("managedFields");
         meta.remove("selfLink");
     }
-    if target == Target::Main {
-        ctx.admission.apply_defaults(def, &mut new, Some(&old));
-        if cur.deleting {
-            let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
-            let added: Vec<String> =
-                meta_list(&new, "finalizers").into_iter().filter(|f| !old_f.contains(&f.as_str())).collect();
-            if !added.is_empty() {
-                return Err(ApiError::invalid(
-                    def,
-                    name,
-                    vec![Cause::forbidden(
-                        "metadata.finalizers",
-                        &format!(
-                            "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
-                        ),
-                    )],
-                ));
-            }
+    ctx.admission.apply_defaults(def, &mut new, Some(&old));
+    if cur.deleting {
+        let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
+        let added: Vec<String> =
+            meta_list(&new, "finalizers").into_iter().filter(|f| !old_f.contains(&f.as_str())).collect();
+        if !added.is_empty() {
+            return Err(ApiError::invalid(
+                def,
+                name,
+                vec![Cause::forbidden(
+                    "metadata.finalizers",
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                    ),
+                )],
+            ));
         }
-        let mut causes = validate_meta(def, &new);
-        causes.extend(ctx.admission.validate(def, &new, Some(&old), &*txn));
-        if !causes.is_empty() {
-            return Err(ApiError::invalid(def, name, causes));
-        }
-        ctx.warn(ctx.admission.warnings(def, &new, Some(&old)));
     }
+    let mut causes = validate_meta(def, &new);
+    causes.extend(ctx.admission.validate(def, &new, Some(&old), &*txn));
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, name, causes));
+    }
+    ctx.warn(ctx.admission.warnings(def, &new, Some(&old)));
+    if new == old {
+        return Ok(cur);
+    }
+    if spec_changed(&new, &old) {
+        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        meta_mut(&mut new).insert("generation".into(), json!(generation));
+    }
+    store_update(txn, def, ns, name, &cur, new)
+}
+
+/// Stores `new` in place of `cur`, then settles what the change may have unblocked (an owner
+/// waiting for its dependents, an object whose last finalizer went).
+fn store_update(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    cur: &Obj,
+    new: Value,
+) -> Result<Arc<Obj>> {
     if def.is_crd() {
         crate::resources::defs_from_crd(&new).map_err(|m| {
             ApiError::invalid(def, name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
         })?;
     }
-    if new == old {
-        return Ok(cur);
-    }
-    if spec_part(&new) != spec_part(&old) {
-        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
-        meta_mut(&mut new).insert("generation".into(), json!(generation));
-    }
     let obj = txn.put(def, new);
+    let key = Txn::key(def, ns_of(def, ns), name);
     let mut work = VecDeque::new();
     for o in &cur.owners {
         work.push_back(Work::CheckOwner(o.uid.clone()));
     }
     if obj.deleting {
-        work.push_back(Work::MaybeRemove(key));
+        work.push_back(Work::MaybeRemove(key.clone()));
     }
     settle(txn, work)?;
-    Ok(txn.get(&Txn::key(def, ns_of(def, ns), name)).unwrap_or(obj))
+    Ok(txn.get(&key).unwrap_or(obj))
 }
 
 fn meta_list(v: &Value, key: &str) -> Vec<String> {
@@ -560,8 +579,10 @@ pub fn patch(
         }
         return Err(ApiError::not_found(def, name));
     };
-    // A patch sent to a view applies to the object as the view shows it.
-    let mut doc = view.map_or_else(|| cur.value(), |v| v.to_view(cur.value()));
+    // A patch sent to a view applies to the object as the view shows it. Parsed once: `update`
+    // compares with the same value.
+    let old = cur.value();
+    let mut doc = view.map_or_else(|| old.clone(), |v| v.to_view(old.clone()));
     match kind {
         PatchType::Merge => {
             if !patch.is_object() {
@@ -594,7 +615,7 @@ pub fn patch(
     if meta_str(&doc, "resourceVersion") == Some(cur.rv.to_string().as_str()) {
         meta_mut(&mut doc).remove("resourceVersion");
     }
-    Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur))?, false))
+    Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur), Some(old))?, false))
 }
 
 /// Server-side apply for a custom resource: a JSON merge, except that lists whose items are all

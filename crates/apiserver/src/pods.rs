@@ -77,7 +77,7 @@ pub fn evict(
     let terminal = matches!(v.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
     if !terminal && !pod.deleting {
         set_condition(&mut v, "DisruptionTarget", "True", "EvictionByEvictionAPI", "Eviction API: evicting");
-        ops::update(txn, ctx, def, ns, name, v, Target::Status, Some(pod))?;
+        ops::update(txn, ctx, def, ns, name, v, Target::Status, Some(pod), None)?;
     }
     ops::delete(txn, def, ns, name, opts)?;
     Ok(())
