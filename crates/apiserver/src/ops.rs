@@ -526,6 +526,11 @@ pub fn json_patch(doc: &mut Value, patch: &Value) -> Result<()> {
 }
 
 fn parse_apply_body(body: &[u8]) -> Result<Value> {
+    // Clients (kube-rs, client-go) send apply configurations as JSON, which is YAML too: the
+    // JSON parser is the fast path, the YAML one parses the rest and words the errors.
+    if let Ok(v) = serde_json::from_slice(body) {
+        return Ok(v);
+    }
     let text =
         std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("apply patch is not UTF-8: {e}")))?;
     let v: Value =
