@@ -121,18 +121,6 @@ fn status(js: &JobSet) -> JobSetStatus {
     js.status.clone().unwrap_or_default()
 }
 
-fn in_place_attempts(js: &JobSet) -> (Option<i32>, Option<i32>) {
-    let s = status(js);
-    (s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt)
-}
-
-/// The `(current, previous)` pairs the JobSet went through, repeats dropped.
-fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> {
-    let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
-    out.dedup();
-    out
-}
-
 fn attempt(p: &Pod) -> Option<&str> {
     p.metadata.annotations.as_ref()?.get(IN_PLACE_RESTART_ATTEMPT).map(String::as_str)
 }

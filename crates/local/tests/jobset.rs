@@ -1785,18 +1785,6 @@ async fn annotate_attempt(pods: &Api<Pod>, pod: &Pod, attempt: i32) {
     pods.patch(&name_of(pod), &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
-fn in_place_attempts(js: &JobSet) -> (Option<i32>, Option<i32>) {
-    let s = status(js);
-    (s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt)
-}
-
-/// The `(current, previous)` pairs the JobSet went through, repeats dropped.
-fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> {
-    let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
-    out.dedup();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_place_restart_status_follows_the_attempts_the_pods_report() {
     let c = cluster(4).await;

@@ -195,3 +195,16 @@ impl<K> Drop for History<K> {
         self.task.abort();
     }
 }
+
+/// The JobSet's `(currentInPlaceRestartAttempt, previousInPlaceRestartAttempt)`.
+pub fn in_place_attempts(js: &JobSet) -> (Option<i32>, Option<i32>) {
+    let s = js.status.as_ref();
+    (s.and_then(|s| s.current_in_place_restart_attempt), s.and_then(|s| s.previous_in_place_restart_attempt))
+}
+
+/// The `(current, previous)` pairs the JobSet went through, repeats dropped.
+pub fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> {
+    let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
+    out.dedup();
+    out
+}
