@@ -224,6 +224,13 @@ fn runs(c: &ContainerStatus, restarts: i32) -> bool {
     c.restart_count == restarts && c.state.as_ref().is_some_and(|s| s.running.is_some()) && c.started != Some(false)
 }
 
+/// At attempt 1 with its worker running: restarted once in place if it is one of the pods
+/// `before`, not restarted at all if it replaced one.
+fn restarted_or_replaced(p: &Pod, before: &BTreeMap<String, Pod>) -> bool {
+    let want = if before.contains_key(&p.name_any()) { 1 } else { 0 };
+    attempt_of(p) == Some(1) && status(p, "worker").is_some_and(|w| runs(w, want))
+}
+
 /// The container's restart count (-1 before it has a status).
 fn restarts(p: &Pod, container: &str) -> i32 {
     status(p, container).map_or(-1, |c| c.restart_count)
@@ -455,12 +462,7 @@ async fn lost_nodes_pod_is_recreated_and_the_others_restart_in_place() {
         .pods
         .until("4 pods at attempt 1: the survivors' workers restarted once, the replacement's running", |s| {
             let pods = live_pods(s, "hybrid");
-            let ok = pods.len() == 4
-                && pods.values().all(|p| {
-                    let want = if before.contains_key(&p.name_any()) { 1 } else { 0 };
-                    attempt_of(p) == Some(1) && status(p, "worker").is_some_and(|w| runs(w, want))
-                });
-            ok.then_some(pods)
+            (pods.len() == 4 && pods.values().all(|p| restarted_or_replaced(p, &before))).then_some(pods)
         })
         .await;
     c.jobsets
@@ -633,12 +635,7 @@ async fn design_doc_failure_policy_example_recreates_on_4_and_fails_on_3() {
         .pods
         .until("the replacement and the 3 others at attempt 1", |s| {
             let pods = live_pods(s, js);
-            let ok = pods.len() == 4
-                && pods.values().all(|p| {
-                    let want = if before.contains_key(&p.name_any()) { 1 } else { 0 };
-                    attempt_of(p) == Some(1) && status(p, "worker").is_some_and(|w| runs(w, want))
-                });
-            ok.then_some(pods)
+            (pods.len() == 4 && pods.values().all(|p| restarted_or_replaced(p, &before))).then_some(pods)
         })
         .await;
     assert!(!after.contains_key(&lost.name_any()), "{:?}", after.keys());
