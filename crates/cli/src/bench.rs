@@ -623,6 +623,11 @@ fn attempt_of(m: &kube::api::ObjectMeta) -> u32 {
 }
 
 impl Tracker {
+    /// What the pods and Jobs are at, for a time-out's error.
+    fn stuck(&self) -> String {
+        format!("pods by attempt {:?}, Jobs by attempt {:?}", self.pod_counts, self.job_counts)
+    }
+
     fn new(pods_total: usize, jobs_total: usize) -> Tracker {
         Tracker {
             pods_total,
@@ -781,17 +786,19 @@ fn track(
     })
 }
 
-/// Waits (at most `limit`) until `pred` gives the time a milestone was reached.
-async fn milestone(
-    tracker: &Arc<Mutex<Tracker>>,
+/// Waits (at most `limit`) until `pred` gives the time a milestone was reached in the state a
+/// bench's watches keep (bumped through `rx`); on time-out, the error says `what` and `stuck`.
+async fn milestone<T>(
+    state: &Arc<Mutex<T>>,
     rx: &mut tokio::sync::watch::Receiver<()>,
     limit: Duration,
     what: &str,
-    pred: impl Fn(&Tracker) -> Option<Instant>,
+    pred: impl Fn(&T) -> Option<Instant>,
+    stuck: impl Fn(&T) -> String,
 ) -> anyhow::Result<Instant> {
     let wait = async {
         loop {
-            if let Some(at) = pred(&tracker.lock().expect("tracker lock")) {
+            if let Some(at) = pred(&state.lock().expect("bench state lock")) {
                 return Ok(at);
             }
             rx.changed().await.map_err(|_| anyhow::anyhow!("the watches ended"))?;
@@ -799,15 +806,11 @@ async fn milestone(
     };
     match tokio::time::timeout(limit, wait).await {
         Ok(r) => r,
-        Err(_) => {
-            let t = tracker.lock().expect("tracker lock");
-            anyhow::bail!(
-                "timed out after {} s waiting for {what}; pods by attempt {:?}, Jobs by attempt {:?}",
-                limit.as_secs(),
-                t.pod_counts,
-                t.job_counts
-            )
-        }
+        Err(_) => anyhow::bail!(
+            "timed out after {} s waiting for {what}; {}",
+            limit.as_secs(),
+            stuck(&state.lock().expect("bench state lock"))
+        ),
     }
 }
 
@@ -988,9 +991,14 @@ async fn jobset_restart(
     let limit = Duration::from_secs(300);
     let created = Instant::now();
     jobsets.create(&PostParams::default(), &js).await?;
-    let running = milestone(&tracker, &mut rx, limit, "every pod Running", |t| {
-        t.at(&format!("attempt 0: all {total} pods Running"))
-    })
+    let running = milestone(
+        &tracker,
+        &mut rx,
+        limit,
+        "every pod Running",
+        |t| t.at(&format!("attempt 0: all {total} pods Running")),
+        Tracker::stuck,
+    )
     .await?;
     let startup = running.duration_since(created);
     println!("  create → all {total} pods Running: {:.2} s", startup.as_secs_f64());
@@ -1010,9 +1018,14 @@ async fn jobset_restart(
     let jc_before = thread_cpu(controller_tid);
     let deleted = Instant::now();
     pods.delete(&victim_name, &kube::api::DeleteParams::default()).await?;
-    let restarted = milestone(&tracker, &mut rx, limit, "every pod of attempt 1 Running", |t| {
-        t.at(&format!("attempt 1: all {total} pods Running"))
-    })
+    let restarted = milestone(
+        &tracker,
+        &mut rx,
+        limit,
+        "every pod of attempt 1 Running",
+        |t| t.at(&format!("attempt 1: all {total} pods Running")),
+        Tracker::stuck,
+    )
     .await?;
     let (verbs_after, requests_after) = server.requests.snapshot();
     let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;

@@ -294,25 +294,21 @@ async fn milestone(
     limit: Duration,
     what: &str,
 ) -> anyhow::Result<Instant> {
-    let wait = async {
-        loop {
-            if let Some(at) = follow.lock().expect("follow lock").at(what) {
-                return Ok(at);
-            }
-            rx.changed().await.map_err(|_| anyhow::anyhow!("the watches ended"))?;
-        }
-    };
-    match tokio::time::timeout(limit, wait).await {
-        Ok(r) => r,
-        Err(_) => {
-            let f = follow.lock().expect("follow lock");
+    super::milestone(
+        follow,
+        rx,
+        limit,
+        &format!("{what:?}"),
+        |f| f.at(what),
+        |f| {
             let mut by: BTreeMap<String, usize> = BTreeMap::new();
             for v in f.pods.values() {
                 *by.entry(format!("{v:?}")).or_default() += 1;
             }
-            anyhow::bail!("timed out after {} s waiting for {what:?}; pods: {by:?}", limit.as_secs())
-        }
-    }
+            format!("pods: {by:?}")
+        },
+    )
+    .await
 }
 
 fn print_timeline(f: &Follow, from: Instant, to: Instant) {
