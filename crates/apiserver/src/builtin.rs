@@ -1,7 +1,8 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
-//! (the logic lives in `jobset_api::job`) and JobSet defaulting and validation (upstream's
+//! (the logic lives in `jobset_api::job`), JobSet defaulting and validation (upstream's
 //! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`), with a
-//! warning for an `InPlaceRestart` JobSet whose pods run no in-place restart agent.
+//! warning for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, and AppWrapper
+//! validation (upstream's validating webhook; the logic lives in `jobset_api::appwrapper`).
 
 use std::sync::Arc;
 
@@ -46,6 +47,26 @@ impl AdmissionHook for JobSetAdmission {
     }
 }
 
+/// AppWrapper admission: upstream's validating webhook on create and update.
+///
+/// Upstream's defaulting webhook is left out: it labels the AppWrapper with the requesting user
+/// (`workload.codeflare.dev/user`, `.../userid`), and hooks are not told who is requesting. (Its
+/// default queue name needs Kueue, which is not here either.)
+struct AppWrapperAdmission;
+
+impl AdmissionHook for AppWrapperAdmission {
+    fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
+        use jobset_api::appwrapper::validation::{validate_appwrapper, validate_appwrapper_update};
+        match old {
+            None => {
+                let namespace = obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
+                causes(validate_appwrapper(obj, namespace))
+            }
+            Some(old) => causes(validate_appwrapper_update(obj, old)),
+        }
+    }
+}
+
 /// `extra` with the built-in hooks in front.
 pub fn with_builtins(extra: Admission) -> Admission {
     let mut a = Admission::default();
@@ -55,6 +76,7 @@ pub fn with_builtins(extra: Admission) -> Admission {
         jobset_api::jobset::keys::KIND,
         Arc::new(JobSetAdmission { features: Default::default() }),
     );
+    a.register(jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND, Arc::new(AppWrapperAdmission));
     a.extend(extra);
     a
 }

@@ -58,51 +58,50 @@ impl FaultToleranceConfig {
     /// Upstream's `ValidateAppWrapperConfig`, with its exact messages (typos included).
     pub fn validate(&self) -> Result<(), String> {
         let ceiling = self.grace_period_maximum;
-        let g = GoDuration;
         if self.forceful_deletion_grace_period > ceiling {
             return Err(format!(
                 "ForcefulDelectionGracePeriod {} exceeds GracePeriodCeiling {}",
-                g.fmt(self.forceful_deletion_grace_period),
-                g.fmt(ceiling)
+                go_duration(self.forceful_deletion_grace_period),
+                go_duration(ceiling)
             ));
         }
         if self.retry_pause_period > ceiling {
             return Err(format!(
                 "RetryPausePeriod {} exceeds GracePeriodCeiling {}",
-                g.fmt(self.retry_pause_period),
-                g.fmt(ceiling)
+                go_duration(self.retry_pause_period),
+                go_duration(ceiling)
             ));
         }
         if self.failure_grace_period > ceiling {
             return Err(format!(
                 "FailureGracePeriod {} exceeds GracePeriodCeiling {}",
-                g.fmt(self.failure_grace_period),
-                g.fmt(ceiling)
+                go_duration(self.failure_grace_period),
+                go_duration(ceiling)
             ));
         }
         if self.admission_grace_period > ceiling {
             return Err(format!(
                 "AdmissionGracePeriod {} exceeds GracePeriodCeiling {}",
-                g.fmt(self.admission_grace_period),
-                g.fmt(ceiling)
+                go_duration(self.admission_grace_period),
+                go_duration(ceiling)
             ));
         }
         if self.warmup_grace_period > ceiling {
             return Err(format!(
                 "AdmissionGracePeriod {} exceeds GracePeriodCeiling {}",
-                g.fmt(self.warmup_grace_period),
-                g.fmt(ceiling)
+                go_duration(self.warmup_grace_period),
+                go_duration(ceiling)
             ));
         }
         if self.admission_grace_period > self.warmup_grace_period {
             return Err(format!(
                 "AdmissionGracePeriod {} exceeds AdmissionGracePeriod {}",
-                g.fmt(self.warmup_grace_period),
-                g.fmt(ceiling)
+                go_duration(self.warmup_grace_period),
+                go_duration(ceiling)
             ));
         }
         if self.success_ttl.is_zero() {
-            return Err(format!("SuccessTTL {} is not a positive duration", g.fmt(self.success_ttl)));
+            return Err(format!("SuccessTTL {} is not a positive duration", go_duration(self.success_ttl)));
         }
         Ok(())
     }
@@ -184,37 +183,34 @@ fn parse_go_duration_signed(s: &str) -> Option<i128> {
     Some(d.as_nanos())
 }
 
-/// Formats a duration as Go's `Duration.String` does (`1m30s`, `24h0m0s`, `500ms`).
-struct GoDuration;
-
-impl GoDuration {
-    fn fmt(&self, d: Duration) -> String {
-        let ns = d.as_nanos();
-        if ns == 0 {
-            return "0s".into();
-        }
-        if ns < 1_000_000_000 {
-            return if ns < 1_000 {
-                format!("{ns}ns")
-            } else if ns < 1_000_000 {
-                format!("{}µs", trim(ns as f64 / 1e3))
-            } else {
-                format!("{}ms", trim(ns as f64 / 1e6))
-            };
-        }
-        let h = ns / 3_600_000_000_000;
-        let m = ns / 60_000_000_000 % 60;
-        let s = (ns % 60_000_000_000) as f64 / 1e9;
-        let mut out = String::new();
-        if h > 0 {
-            out.push_str(&format!("{h}h"));
-        }
-        if h > 0 || m > 0 {
-            out.push_str(&format!("{m}m"));
-        }
-        out.push_str(&format!("{}s", trim(s)));
-        out
+/// Formats a duration as Go's `Duration.String` does (`1m30s`, `24h0m0s`, `500ms`), for
+/// messages that print one.
+pub fn go_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        return "0s".into();
     }
+    if ns < 1_000_000_000 {
+        return if ns < 1_000 {
+            format!("{ns}ns")
+        } else if ns < 1_000_000 {
+            format!("{}µs", trim(ns as f64 / 1e3))
+        } else {
+            format!("{}ms", trim(ns as f64 / 1e6))
+        };
+    }
+    let h = ns / 3_600_000_000_000;
+    let m = ns / 60_000_000_000 % 60;
+    let s = (ns % 60_000_000_000) as f64 / 1e9;
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if h > 0 || m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    out.push_str(&format!("{}s", trim(s)));
+    out
 }
 
 fn trim(x: f64) -> String {
@@ -398,8 +394,8 @@ mod tests {
         assert_eq!(c.validate().unwrap_err(), "AdmissionGracePeriod 5m0s exceeds AdmissionGracePeriod 24h0m0s");
         let c = FaultToleranceConfig { success_ttl: Duration::ZERO, ..ok.clone() };
         assert_eq!(c.validate().unwrap_err(), "SuccessTTL 0s is not a positive duration");
-        assert_eq!(GoDuration.fmt(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(GoDuration.fmt(Duration::from_millis(250)), "250ms");
+        assert_eq!(go_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
         assert_eq!(FaultToleranceConfig::zero_grace().validate(), Ok(()));
     }
 }

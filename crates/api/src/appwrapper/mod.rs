@@ -1,9 +1,11 @@
-//! AppWrapper (`workload.codeflare.dev/v1beta2`): types, well-known names and the controller's
-//! configuration, as project-codeflare/appwrapper.
+//! AppWrapper (`workload.codeflare.dev/v1beta2`): types, well-known names, the controller's
+//! configuration, podSets and admission validation, as project-codeflare/appwrapper.
 
 pub mod config;
 pub mod keys;
+pub mod podsets;
 pub mod types;
+pub mod validation;
 
-pub use config::{AppWrapperConfig, AutopilotConfig, FaultTolerance, FaultToleranceConfig, ResourceTaint};
+pub use config::{AppWrapperConfig, AutopilotConfig, FaultTolerance, FaultToleranceConfig, ResourceTaint, go_duration};
 pub use types::*;

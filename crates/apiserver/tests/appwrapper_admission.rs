@@ -1,0 +1,217 @@
+//! AppWrapper admission is built in: upstream's validating webhook rejects bad AppWrappers on
+//! create, and changes of what it checked on update, with kube-apiserver's 422 Status.
+
+use axum::body::Body;
+use http::{Method, Request};
+use http_body_util::BodyExt;
+use jobset_apiserver::ApiServer;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+const APPWRAPPERS: &str = "/apis/workload.codeflare.dev/v1beta2/namespaces/default/appwrappers";
+const IMMUTABLE: &str = "Forbidden: attempt to change immutable field";
+
+fn pod_template() -> Value {
+    json!({"spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}})
+}
+
+/// An AppWrapper under construction: upstream's `wrapped-job` sample shape.
+struct Aw(Value);
+
+impl Aw {
+    /// Wraps a Job of 2 pods and declares its podSet.
+    fn job(name: &str) -> Aw {
+        let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": format!("{name}-job")},
+            "spec": {"parallelism": 2, "completions": 2, "template": pod_template()}});
+        Aw(json!({
+            "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": {"name": name},
+            "spec": {"components": [{"podSets": [{"replicas": 2, "path": "template.spec.template"}], "template": job}]},
+        }))
+    }
+
+    /// Sets the field at JSON pointer `pointer`, whose parent object exists.
+    fn with(mut self, pointer: &str, value: Value) -> Aw {
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        let parent = self.0.pointer_mut(parent).and_then(Value::as_object_mut).unwrap_or_else(|| panic!("{pointer}"));
+        parent.insert(key.to_string(), value);
+        self
+    }
+
+    fn component(mut self, component: Value) -> Aw {
+        self.0["spec"]["components"].as_array_mut().unwrap().push(component);
+        self
+    }
+}
+
+async fn send(app: &axum::Router, method: Method, uri: &str, body: &Value) -> (u16, Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Body::from(serde_json::to_vec(body).unwrap()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap())
+}
+
+/// A Status's causes as (reason, field, message).
+type Causes = Vec<(String, String, String)>;
+
+/// Asserts a 422 Invalid Status for AppWrapper `name` and returns its causes.
+fn invalid(code: u16, status: &Value, name: &str) -> Causes {
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "Invalid", "{status}");
+    assert_eq!(status["details"]["group"], "workload.codeflare.dev", "{status}");
+    assert_eq!(status["details"]["kind"], "AppWrapper", "{status}");
+    assert_eq!(status["details"]["name"], name, "{status}");
+    status["details"]["causes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no causes: {status}"))
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("reason"), s("field"), s("message"))
+        })
+        .collect()
+}
+
+fn owned(causes: &[(&str, &str, &str)]) -> Causes {
+    causes.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+}
+
+#[tokio::test]
+async fn a_wrapped_job_is_accepted_as_sent() {
+    let app = ApiServer::in_memory().router();
+    let aw = Aw::job("ok").0;
+    let (code, created) = send(&app, Method::POST, APPWRAPPERS, &aw).await;
+    assert_eq!(code, 201, "{created}");
+    assert_eq!(created["spec"], aw["spec"]);
+    // Without declared podSets the Job's are inferred, which is as good.
+    let mut inferred = Aw::job("inferred").0;
+    inferred["spec"]["components"][0].as_object_mut().unwrap().remove("podSets");
+    let (code, created) = send(&app, Method::POST, APPWRAPPERS, &inferred).await;
+    assert_eq!(code, 201, "{created}");
+}
+
+#[tokio::test]
+async fn bad_appwrappers_are_rejected_with_upstream_messages() {
+    let app = ApiServer::in_memory().router();
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": pod_template()["spec"]});
+    let nine_pods = Value::Array(vec![json!({"template": pod}); 9]);
+    let shown_pod = r#"{"template":{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"image":"busybox","name":"main"}],"restartPolicy":"Never"}}}"#;
+    let shown_pods = format!("[{}]", [shown_pod; 9].join(","));
+    let nested = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": "inner"}, "spec": {"components": []}});
+    let cases: Vec<(Aw, Causes)> = vec![
+        (
+            Aw::job("nested").component(json!({"template": nested})),
+            owned(&[(
+                "FieldValueForbidden",
+                "spec.components[1].template",
+                "Forbidden: Nested AppWrappers are forbidden",
+            )]),
+        ),
+        (
+            Aw::job("elsewhere").with("/spec/components/0/template/metadata/namespace", json!("kube-system")),
+            owned(&[(
+                "FieldValueForbidden",
+                "spec.components[0].template.metadata.namespace",
+                "Forbidden: AppWrappers cannot create objects in other namespaces",
+            )]),
+        ),
+        (
+            Aw::job("bad-path").with("/spec/components/0/podSets/0/path", json!("template.spec.pods[0]")),
+            owned(&[
+                (
+                    "FieldValueInvalid",
+                    "spec.components[0].podSets[0].path",
+                    "Invalid value: \"template.spec.pods[0]\": path does not refer to a v1.PodSpecTemplate: at path position 'template.spec.' missing field 'pods'",
+                ),
+                (
+                    "FieldValueInvalid",
+                    "spec.components[0].podSets",
+                    "Invalid value: [{\"replicas\":2,\"path\":\"template.spec.pods[0]\"}]: PodSet with path 'template.spec.template' is missing",
+                ),
+            ]),
+        ),
+        (
+            Aw::job("replicas").with("/spec/components/0/podSets/0/replicas", json!(4)),
+            owned(&[(
+                "FieldValueInvalid",
+                "spec.components[0].podSets",
+                "Invalid value: [{\"replicas\":4,\"path\":\"template.spec.template\"}]: replica count 4 differs from inferred count 2 for PodSet at path position 'template.spec.template'",
+            )]),
+        ),
+        (
+            Aw::job("empty").with("/spec/components", json!([])),
+            owned(&[("FieldValueInvalid", "spec.components", "Invalid value: []: components contains no podspecs")]),
+        ),
+        (
+            Aw::job("too-many").with("/spec/components", nine_pods),
+            vec![(
+                "FieldValueInvalid".into(),
+                "spec.components".into(),
+                format!("Invalid value: {shown_pods}: components contains 9 podspecs; at most 8 are allowed"),
+            )],
+        ),
+        (
+            Aw::job("shapeless").with("/spec/components", json!({"template": {}})),
+            owned(&[(
+                "FieldValueTypeInvalid",
+                "spec.components",
+                "Invalid value: \"object\": spec.components in body must be of type array: \"object\"",
+            )]),
+        ),
+    ];
+    for (aw, want) in cases {
+        let name = aw.0["metadata"]["name"].as_str().unwrap().to_string();
+        let (code, status) = send(&app, Method::POST, APPWRAPPERS, &aw.0).await;
+        assert_eq!(invalid(code, &status, &name), want, "{name}");
+        let (code, _) = send(&app, Method::GET, &format!("{APPWRAPPERS}/{name}"), &json!({})).await;
+        assert_eq!(code, 404, "{name} was stored");
+    }
+
+    let (code, status) =
+        send(&app, Method::POST, APPWRAPPERS, &Aw::job("msg").component(json!({"template": 7})).0).await;
+    invalid(code, &status, "msg");
+    assert_eq!(
+        status["message"],
+        "AppWrapper.workload.codeflare.dev \"msg\" is invalid: spec.components[1].template: Invalid value: 7: failed to decode as JSON"
+    );
+}
+
+#[tokio::test]
+async fn updates_may_suspend_but_not_change_templates() {
+    let app = ApiServer::in_memory().router();
+    let (code, created) = send(&app, Method::POST, APPWRAPPERS, &Aw::job("imm").0).await;
+    assert_eq!(code, 201, "{created}");
+    let uri = format!("{APPWRAPPERS}/imm");
+
+    let mut changed = created.clone();
+    changed["spec"]["components"][0]["template"]["spec"]["parallelism"] = json!(3);
+    changed["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+    let (code, status) = send(&app, Method::PUT, &uri, &changed).await;
+    assert_eq!(
+        invalid(code, &status, "imm"),
+        owned(&[
+            ("FieldValueForbidden", "spec.components[0].template.raw", IMMUTABLE),
+            ("FieldValueForbidden", "spec.managedBy", IMMUTABLE),
+        ])
+    );
+
+    // What Kueue writes to admit a workload: the suspend bit and podSetInfos.
+    let mut admitted = created.clone();
+    admitted["spec"]["suspend"] = json!(true);
+    admitted["spec"]["components"][0]["podSetInfos"] = json!([{"nodeSelector": {"zone": "a"}}]);
+    let (code, updated) = send(&app, Method::PUT, &uri, &admitted).await;
+    assert_eq!(code, 200, "{updated}");
+    let (code, stored) = send(&app, Method::GET, &uri, &json!({})).await;
+    assert_eq!(code, 200);
+    assert_eq!(stored["spec"]["suspend"], true);
+    assert_eq!(stored["spec"]["components"][0]["podSetInfos"][0]["nodeSelector"]["zone"], "a");
+    assert_eq!(stored["spec"]["components"][0]["template"], created["spec"]["components"][0]["template"]);
+}
