@@ -1,4 +1,6 @@
-//! `jobset node`: failure injection on local nodes (fail, recover, drain, taint).
+//! `jobset node`: failure injection on local nodes (fail, recover, drain, taint, label).
+
+use std::collections::BTreeMap;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -20,6 +22,98 @@ pub enum NodeCommand {
     Drain { name: String },
     /// Add a taint: KEY[=VALUE]:EFFECT with EFFECT NoSchedule, PreferNoSchedule or NoExecute.
     Taint { name: String, taint: String },
+    /// Set labels (KEY=VALUE) or remove them (KEY-), as kubectl label does; e.g. Autopilot's
+    /// autopilot.ibm.com/gpuhealth=EVICT.
+    Label {
+        name: String,
+        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+        labels: Vec<String>,
+        /// Replace a label that already has a different value.
+        #[arg(long)]
+        overwrite: bool,
+    },
+}
+
+/// Parsed `jobset node label` arguments: labels to set and keys to remove.
+#[derive(Debug, Default, PartialEq)]
+pub struct LabelChanges {
+    pub set: BTreeMap<String, String>,
+    pub remove: Vec<String>,
+}
+
+/// Parses `KEY=VALUE` and `KEY-` as kubectl label does, and validates keys and values
+/// client-side (kubectl leaves keys to the server) so the error names the argument.
+pub fn parse_labels(args: &[String]) -> anyhow::Result<LabelChanges> {
+    let mut c = LabelChanges::default();
+    for arg in args {
+        if arg.contains('=') {
+            let [key, value] = arg.split('=').collect::<Vec<_>>()[..] else { bail!("invalid label spec: {arg}") };
+            check_key(arg, key)?;
+            let errs = jobset_apiserver::names::label_value(value);
+            if !errs.is_empty() {
+                bail!("invalid label value: {arg:?}: {}", errs.join(";"));
+            }
+            c.set.insert(key.into(), value.into());
+        } else if let Some(key) = arg.strip_suffix('-') {
+            check_key(arg, key)?;
+            c.remove.push(key.into());
+        } else {
+            bail!("unknown label spec: {arg} (expected KEY=VALUE or KEY-)");
+        }
+    }
+    if c.remove.iter().any(|k| c.set.contains_key(k)) {
+        bail!("can not both modify and remove a label in the same command");
+    }
+    Ok(c)
+}
+
+fn check_key(arg: &str, key: &str) -> anyhow::Result<()> {
+    let errs = jobset_apiserver::names::qualified_name(key);
+    if !errs.is_empty() {
+        bail!("invalid label key: {arg:?}: {}", errs.join(";"));
+    }
+    Ok(())
+}
+
+/// The merge patch for `changes` against the node's `current` labels and kubectl's verb for
+/// it (`labeled`, `unlabeled`, `label(s) changed`, `not labeled`); `Err` with kubectl's
+/// message when a label would change without `overwrite`.
+pub fn label_patch(
+    current: &BTreeMap<String, String>,
+    changes: &LabelChanges,
+    overwrite: bool,
+) -> anyhow::Result<(serde_json::Value, &'static str)> {
+    if !overwrite {
+        let conflicts: Vec<String> = changes
+            .set
+            .iter()
+            .filter_map(|(k, v)| current.get(k).filter(|old| *old != v).map(|old| (k, old)))
+            .map(|(k, old)| format!("'{k}' already has a value ({old}), and --overwrite is false"))
+            .collect();
+        match conflicts.len() {
+            0 => {}
+            1 => bail!("{}", conflicts[0]),
+            // As kubectl's error aggregate prints several.
+            _ => bail!("[{}]", conflicts.join(", ")),
+        }
+    }
+    let mut patch = serde_json::Map::new();
+    let (mut labeled, mut unlabeled) = (false, false);
+    for (k, v) in &changes.set {
+        labeled |= current.get(k) != Some(v);
+        patch.insert(k.clone(), v.clone().into());
+    }
+    for k in &changes.remove {
+        unlabeled |= current.contains_key(k);
+        patch.insert(k.clone(), serde_json::Value::Null);
+    }
+    let verb = match (labeled, unlabeled) {
+        (true, true) => "label(s) changed",
+        (true, false) => "labeled",
+        (false, true) => "unlabeled",
+        (false, false) => "not labeled",
+    };
+    Ok((json!({"metadata": {"labels": patch}}), verb))
 }
 
 /// Parses `KEY[=VALUE]:EFFECT` as kubectl taint does.
@@ -96,6 +190,17 @@ pub async fn run(cmd: NodeCommand) -> anyhow::Result<()> {
             nodes.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": taints}}))).await?;
             println!("node/{name} tainted");
         }
+        NodeCommand::Label { name, labels, overwrite } => {
+            let changes = parse_labels(&labels)?;
+            let node = nodes.get_opt(&name).await?.with_context(|| format!("node {name:?} not found"))?;
+            let current = node.metadata.labels.unwrap_or_default();
+            for k in changes.remove.iter().filter(|k| !current.contains_key(*k)) {
+                println!("label {k:?} not found.");
+            }
+            let (patch, verb) = label_patch(&current, &changes, overwrite)?;
+            nodes.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+            println!("node/{name} {verb}");
+        }
     }
     Ok(())
 }
@@ -113,5 +218,60 @@ mod tests {
         assert!(parse_taint("a=b").unwrap_err().to_string().contains("KEY[=VALUE]:EFFECT"));
         assert!(parse_taint("a=b:Sometimes").unwrap_err().to_string().contains("effect must be"));
         assert!(parse_taint("=b:NoSchedule").unwrap_err().to_string().contains("key is empty"));
+    }
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn labels_parse_like_kubectl_label() {
+        let c = parse_labels(&args(&["autopilot.ibm.com/gpuhealth=EVICT", "zone=", "old-"])).unwrap();
+        assert_eq!(
+            c.set,
+            BTreeMap::from([("autopilot.ibm.com/gpuhealth".into(), "EVICT".into()), ("zone".into(), "".into())])
+        );
+        assert_eq!(c.remove, ["old"]);
+        let err = |a: &[&str]| parse_labels(&args(a)).unwrap_err().to_string();
+        assert_eq!(err(&["a=b=c"]), "invalid label spec: a=b=c");
+        assert!(err(&["bad key=v"]).starts_with("invalid label key: \"bad key=v\": name part must consist of"));
+        assert!(err(&["a/b/c=v"]).starts_with("invalid label key: \"a/b/c=v\""));
+        assert!(err(&["=v"]).starts_with("invalid label key: \"=v\": name part must be non-empty"));
+        assert!(err(&["Bad.Prefix/k-"]).starts_with("invalid label key: \"Bad.Prefix/k-\": prefix part"));
+        assert!(err(&["k=-v"]).starts_with("invalid label value: \"k=-v\": a valid label must be"));
+        assert_eq!(err(&["k"]), "unknown label spec: k (expected KEY=VALUE or KEY-)");
+        assert_eq!(err(&["k=v", "k-"]), "can not both modify and remove a label in the same command");
+    }
+
+    #[test]
+    fn label_patches_refuse_to_change_a_value_without_overwrite() {
+        let current = BTreeMap::from([("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())]);
+        let changes = |a: &[&str]| parse_labels(&args(a)).unwrap();
+        type Want = Result<(serde_json::Value, &'static str), &'static str>;
+        let cases: &[(&[&str], bool, Want)] = &[
+            (&["c=3"], false, Ok((json!({"c": "3"}), "labeled"))),
+            (&["a=1"], false, Ok((json!({"a": "1"}), "not labeled"))),
+            (&["a=9"], false, Err("'a' already has a value (1), and --overwrite is false")),
+            (
+                &["a=9", "b=8"],
+                false,
+                // Go's error aggregate: several errors in brackets.
+                Err(
+                    "['a' already has a value (1), and --overwrite is false, 'b' already has a value (2), and --overwrite is false]",
+                ),
+            ),
+            (&["a=9"], true, Ok((json!({"a": "9"}), "labeled"))),
+            (&["a-"], false, Ok((json!({"a": null}), "unlabeled"))),
+            (&["z-"], false, Ok((json!({"z": null}), "not labeled"))),
+            (&["a-", "c=3"], false, Ok((json!({"a": null, "c": "3"}), "label(s) changed"))),
+        ];
+        for (a, overwrite, want) in cases {
+            let got = label_patch(&current, &changes(a), *overwrite).map_err(|e| e.to_string());
+            let want = want
+                .clone()
+                .map(|(labels, verb)| (json!({"metadata": {"labels": labels}}), verb))
+                .map_err(String::from);
+            assert_eq!(got, want, "{a:?} overwrite={overwrite}");
+        }
     }
 }

@@ -454,3 +454,45 @@ async fn bad_input_is_a_clear_error() {
         .failed(&["NoSchedule, PreferNoSchedule or NoExecute"]);
     server.check();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn label_sets_and_removes_node_labels_like_kubectl() {
+    const HEALTH: &str = "autopilot.ibm.com/gpuhealth";
+    let server = start().await;
+    let kc = server.kubeconfig.clone();
+    let nodes: Api<Node> = Api::all(server.client.clone());
+    let labels = || async { call("get node-0", nodes.get("node-0")).await.labels().clone() };
+    let label = |args: &[&str]| {
+        let all: Vec<String> = ["node", "label", "node-0"].iter().chain(args).map(|s| s.to_string()).collect();
+        let kc = kc.clone();
+        async move { jobset(&kc, &all.iter().map(String::as_str).collect::<Vec<_>>()).await }
+    };
+
+    label(&[&format!("{HEALTH}=WARN"), "team=ml"]).await.ok("node/node-0 labeled");
+    let now = labels().await;
+    assert_eq!((now.get(HEALTH).map(String::as_str), now.get("team").map(String::as_str)), (Some("WARN"), Some("ml")));
+    assert_eq!(now.get("kubernetes.io/hostname").map(String::as_str), Some("node-0"), "other labels are kept");
+
+    // A different value needs --overwrite; setting the same value again does not.
+    label(&[&format!("{HEALTH}=EVICT")])
+        .await
+        .failed(&["'autopilot.ibm.com/gpuhealth' already has a value (WARN), and --overwrite is false"]);
+    assert_eq!(labels().await.get(HEALTH).map(String::as_str), Some("WARN"));
+    label(&[&format!("{HEALTH}=WARN")]).await.ok("node/node-0 not labeled");
+    label(&[&format!("{HEALTH}=EVICT"), "--overwrite"]).await.ok("node/node-0 labeled");
+    assert_eq!(labels().await.get(HEALTH).map(String::as_str), Some("EVICT"));
+
+    label(&[&format!("{HEALTH}-"), "team-"]).await.ok("node/node-0 unlabeled");
+    let now = labels().await;
+    assert!(!now.contains_key(HEALTH) && !now.contains_key("team"), "{now:?}");
+    assert_eq!(now.get("kubernetes.io/hostname").map(String::as_str), Some("node-0"));
+    label(&["team-"]).await.ok("label \"team\" not found.\nnode/node-0 not labeled");
+
+    // Bad input names the argument and changes nothing.
+    label(&["bad key=v"]).await.failed(&["invalid label key", "\"bad key=v\""]);
+    label(&["k=not ok"]).await.failed(&["invalid label value", "\"k=not ok\""]);
+    label(&["k"]).await.failed(&["unknown label spec: k"]);
+    jobset(&kc, &["node", "label", "nope", "a=b"]).await.failed(&["\"nope\"", "not found"]);
+    assert_eq!(labels().await, now);
+    server.check();
+}

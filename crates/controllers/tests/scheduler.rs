@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use jobset_api::appwrapper::AutopilotConfig;
 use jobset_apiserver::ApiServer;
+use jobset_controllers::appwrapper::autopilot::inject_anti_affinities;
 use jobset_controllers::scheduler::{SchedulerConfig, run};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -311,6 +313,87 @@ async fn cordoned_nodes_and_full_nodes_are_skipped() {
     c.pod("p2", json!({})).await;
     let want = format!("0/2 nodes are available: 1 Too many pods, 1 node(s) were unschedulable. {}", preemption(2));
     assert_eq!(c.unschedulable("p2", &want).await, want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_and_not_ready_nodes_are_skipped_like_cordoned_ones() {
+    let c = Cluster::started().await;
+    c.node("a-cordoned", json!({"spec": {"unschedulable": true}})).await;
+    // The taints the node lifecycle controller (and upstream's TaintNodesByCondition) put on lost nodes.
+    c.node(
+        "b-unreachable",
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+               "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}),
+    )
+    .await;
+    c.node(
+        "c-not-ready",
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]},
+               "status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+    )
+    .await;
+    c.node("d-ready", json!({})).await;
+    for i in 0..3 {
+        c.pod(&format!("p{i}"), json!({})).await;
+    }
+    for i in 0..3 {
+        assert_eq!(c.bound(&format!("p{i}")).await, "d-ready");
+    }
+    let elsewhere = json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+        {"nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["d-ready"]}]}]}}}}});
+    c.pod("elsewhere", elsewhere.clone()).await;
+    let want = format!(
+        "0/4 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
+         1 node(s) had untolerated taint {{node.kubernetes.io/not-ready: }}, \
+         1 node(s) had untolerated taint {{node.kubernetes.io/unreachable: }}, 1 node(s) were unschedulable. {}",
+        preemption(4)
+    );
+    assert_eq!(c.unschedulable("elsewhere", &want).await, want);
+    let mut tolerant = elsewhere;
+    merge(&mut tolerant, json!({"spec": {"tolerations": [{"operator": "Exists"}]}}));
+    c.pod("tolerant", tolerant).await;
+    assert!(["a-cordoned", "b-unreachable", "c-not-ready"].contains(&c.bound("tolerant").await.as_str()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autopilot_anti_affinities_keep_gpu_pods_off_flagged_nodes() {
+    const HEALTH: &str = "autopilot.ibm.com/gpuhealth";
+    let c = Cluster::started().await;
+    for (name, health) in
+        [("a-evict", Some("EVICT")), ("b-testing", Some("TESTING")), ("c-warn", Some("WARN")), ("d-ok", None)]
+    {
+        let mut extra = gpu_node("4");
+        if let Some(h) = health {
+            merge(&mut extra, json!({"metadata": {"labels": {HEALTH: h}}}));
+        }
+        c.node(name, extra).await;
+    }
+    // The pod spec as the AppWrapper controller creates it: upstream's default Autopilot config
+    // adds a required NotIn [TESTING, EVICT] and a preferred NotIn [WARN] (weight 50).
+    let mut spec = requests(json!({"nvidia.com/gpu": "1"}))["spec"].take();
+    inject_anti_affinities(&mut spec, &AutopilotConfig::default());
+    assert!(spec["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"].is_array(), "{spec}");
+    for i in 0..8 {
+        c.pod(&format!("gpu-{i}"), json!({"spec": spec.clone()})).await;
+    }
+    // The healthy node is preferred while it has GPUs; then WARN is used; EVICT and TESTING never.
+    for i in 0..8 {
+        let want = if i < 4 { "d-ok" } else { "c-warn" };
+        assert_eq!(c.bound(&format!("gpu-{i}")).await, want, "gpu-{i}");
+    }
+    c.pod("gpu-8", json!({"spec": spec.clone()})).await;
+    let want = format!(
+        "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. {}",
+        preemption(4)
+    );
+    assert_eq!(c.unschedulable("gpu-8", &want).await, want);
+    // Even pinned there, a pod with the anti-affinity does not land on the EVICT node.
+    let mut pinned = json!({"spec": spec});
+    merge(&mut pinned, json!({"spec": {"nodeSelector": {"kubernetes.io/hostname": "a-evict"}}}));
+    c.pod("pinned", pinned).await;
+    let want =
+        format!("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. {}", preemption(4));
+    assert_eq!(c.unschedulable("pinned", &want).await, want);
 }
 
 fn anti_affinity(app: &str, topology_key: &str) -> Value {

@@ -1,7 +1,9 @@
 //! Pure scheduling decisions, made as kube-scheduler's default profile makes them: the filters
 //! NodeUnschedulable, TaintToleration, NodeAffinity, NodeResourcesFit and InterPodAffinity (in that
-//! order; a node reports the first one it fails), a least-allocated score with ties broken by node
-//! name, the queue order, and the `FitError` message written into the `PodScheduled` condition.
+//! order; a node reports the first one it fails), the scores NodeResourcesFit (least allocated)
+//! and NodeAffinity (preferred terms) combined with the default profile's weights, ties broken by
+//! fewer pods then node name, the queue order, and the `FitError` message written into the
+//! `PodScheduled` condition.
 //!
 //! [`Cluster`] keeps per-node usage aggregated and the pod (anti-)affinity counts per distinct
 //! term, and is updated incrementally as pods are placed, so placing P pods on N nodes costs
@@ -35,6 +37,9 @@ pub const NO_NODES_MESSAGE: &str = "no nodes available to schedule pods";
 const DEFAULT_CPU: i128 = 100;
 const DEFAULT_MEMORY: i128 = 200 * 1024 * 1024 * 1000;
 const MAX_NODE_SCORE: i128 = 100;
+/// The default profile's score plugin weights (upstream `getDefaultPlugins`).
+const NODE_RESOURCES_FIT_WEIGHT: i128 = 1;
+const NODE_AFFINITY_WEIGHT: i128 = 2;
 
 /// Why a node cannot take a pod. [`Unfit::reasons`] gives kube-scheduler's wording.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -553,6 +558,9 @@ struct Plan<'p> {
     nonzero_memory: i128,
     affinity: Option<AffinityPlan>,
     anti_affinity: Option<(Vec<Term>, Counts)>,
+    /// Preferred node affinity terms with their weights. Upstream skips weight-0 terms; negative
+    /// weights (invalid) are skipped too rather than failing the pod.
+    preferred: Vec<(i128, &'p NodeSelectorTerm)>,
     /// Topology domains holding a pod whose required anti-affinity matches this pod.
     forbidden: HashMap<String, HashSet<String>>,
 }
@@ -757,6 +765,18 @@ impl<'a> Cluster<'a> {
             }
         }
 
+        let preferred = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.affinity.as_ref())
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.weight > 0)
+            .map(|t| (i128::from(t.weight), &t.preference))
+            .collect();
+
         Plan {
             pod,
             tolerations: pod.spec.as_ref().and_then(|s| s.tolerations.as_deref()).unwrap_or_default(),
@@ -766,6 +786,7 @@ impl<'a> Cluster<'a> {
             affinity,
             anti_affinity,
             forbidden,
+            preferred,
         }
     }
 
@@ -832,6 +853,13 @@ impl<'a> Cluster<'a> {
             / 2
     }
 
+    /// Upstream's NodeAffinity score before normalisation: the summed weights of the preferred
+    /// terms the node matches.
+    fn preferred_affinity(&self, plan: &Plan<'_>, i: usize) -> i128 {
+        let n = &self.nodes[i];
+        plan.preferred.iter().filter(|(_, t)| term_matches(t, n.name, n.labels)).map(|(w, _)| w).sum()
+    }
+
     /// Why `node` cannot take `pod` (`None` when there is no such node).
     pub fn filter(&mut self, pod: &Pod, node: &str) -> Option<Result<(), Unfit>> {
         let i = *self.node_index.get(node)?;
@@ -847,19 +875,29 @@ impl<'a> Cluster<'a> {
             return Err(NO_NODES_MESSAGE.into());
         }
         let plan = self.plan(pod);
-        let mut best: Option<((i128, i128), usize)> = None;
+        // Feasible nodes with their raw NodeAffinity score, normalised once all are known.
+        let mut feasible: Vec<(usize, i128)> = Vec::new();
         let mut unfit = Vec::new();
         for i in 0..self.nodes.len() {
             match self.check(&plan, i) {
                 Ok(()) => {
-                    // Equal scores go to the node with fewer pods (upstream picks at random among
-                    // the best; this spreads the same way, deterministically).
-                    let s = (self.score(&plan, i), -self.nodes[i].pods);
-                    if best.is_none_or(|(b, _)| s > b) {
-                        best = Some((s, i));
-                    }
+                    let affinity = if plan.preferred.is_empty() { 0 } else { self.preferred_affinity(&plan, i) };
+                    feasible.push((i, affinity));
                 }
                 Err(u) => unfit.push(u),
+            }
+        }
+        // Upstream `DefaultNormalizeScore`: scaled to 0..=100 by the best node; all 0 stays 0.
+        let max_affinity = feasible.iter().map(|&(_, a)| a).max().unwrap_or(0);
+        let mut best: Option<((i128, i128), usize)> = None;
+        for (i, affinity) in feasible {
+            let affinity = if max_affinity > 0 { affinity * MAX_NODE_SCORE / max_affinity } else { 0 };
+            let total = self.score(&plan, i) * NODE_RESOURCES_FIT_WEIGHT + affinity * NODE_AFFINITY_WEIGHT;
+            // Equal scores go to the node with fewer pods (upstream picks at random among
+            // the best; this spreads the same way, deterministically).
+            let s = (total, -self.nodes[i].pods);
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, i));
             }
         }
         match best {

@@ -639,3 +639,168 @@ fn equal_nodes_take_pods_in_turn() {
     }
     assert_eq!(placed, ["a", "b", "a", "b"]);
 }
+
+fn preferring(terms: Value) -> Value {
+    json!({"spec": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": terms}}}})
+}
+
+fn prefer(weight: i32, key: &str, op: &str, values: &[&str]) -> Value {
+    json!({"weight": weight, "preference": {"matchExpressions": [{"key": key, "operator": op, "values": values}]}})
+}
+
+#[test]
+fn preferred_node_affinity_picks_the_node_with_the_most_matching_weight() {
+    let nodes: Vec<Node> = [("a", "x"), ("b", "y"), ("c", "z")]
+        .iter()
+        .map(|(n, zone)| {
+            node(n, json!({"metadata": {"labels": {"zone": zone, "disk": if *n == "c" { "ssd" } else { "hdd" }}}}))
+        })
+        .collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let place = |extra: Value| schedule(&pod("p", extra), &refs, &[]);
+    let cases = [
+        ("no preference: least allocated, then by name", json!({}), "a"),
+        ("one preferred term", preferring(json!([prefer(10, "zone", "In", &["y"])])), "b"),
+        (
+            "weights of matching terms add up",
+            preferring(json!([
+                prefer(30, "zone", "In", &["y"]),
+                prefer(20, "zone", "In", &["z"]),
+                prefer(20, "disk", "In", &["ssd"])
+            ])),
+            "c",
+        ),
+        ("NotIn matches nodes without the value", preferring(json!([prefer(5, "zone", "NotIn", &["x"])])), "b"),
+        ("a term no node matches changes nothing", preferring(json!([prefer(50, "zone", "In", &["nowhere"])])), "a"),
+        ("weight 0 is ignored", preferring(json!([prefer(0, "zone", "In", &["z"])])), "a"),
+        (
+            "negative weights (invalid) are ignored, not subtracted",
+            preferring(json!([prefer(-50, "zone", "In", &["x"]), prefer(10, "disk", "In", &["hdd"])])),
+            "a",
+        ),
+        (
+            "an empty preference matches nothing",
+            preferring(json!([{"weight": 50, "preference": {}}, prefer(1, "zone", "In", &["z"])])),
+            "c",
+        ),
+        (
+            "matchFields on the name",
+            preferring(
+                json!([{"weight": 7, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}}]),
+            ),
+            "c",
+        ),
+        (
+            "a preferred node that does not fit is not taken",
+            {
+                let mut v = preferring(json!([prefer(100, "zone", "In", &["z"])]));
+                merge(&mut v, json!({"spec": {"nodeSelector": {"disk": "hdd"}}}));
+                v
+            },
+            "a",
+        ),
+    ];
+    for (what, extra, want) in cases {
+        assert_eq!(place(extra), Ok(want.to_string()), "{what}");
+    }
+}
+
+#[test]
+fn node_affinity_counts_twice_least_allocated_after_normalisation() {
+    // Least allocated for a 1-cpu pod: 86 on an empty node, 47 on one already running 3 cpus.
+    // Node affinity is scaled so the best node gets 100, then weighted 2 against 1.
+    let nodes: Vec<Node> = [("loaded", "p1"), ("empty", "p2")]
+        .iter()
+        .map(|(n, tier)| node(n, json!({"metadata": {"labels": {"tier": tier}}})))
+        .collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let busy = pod("busy", on("loaded", requests(json!({"cpu": "3"}))));
+    let p = |w1: i32, w2: i32| {
+        let mut v = preferring(json!([prefer(w1, "tier", "In", &["p1"]), prefer(w2, "tier", "In", &["p2"])]));
+        merge(&mut v, requests(json!({"cpu": "1"})));
+        pod("p", v)
+    };
+    let cases = [
+        // 47 + 2·100 = 247 against 86 + 2·70 = 226 (raw weights or weight 1 would pick "empty").
+        (50, 35, "loaded"),
+        // 47 + 200 = 247 against 86 + 2·90 = 266: the allocation still counts.
+        (50, 45, "empty"),
+        // Normalised by the best node, so scaling every weight changes nothing.
+        (100, 70, "loaded"),
+        (10, 9, "empty"),
+    ];
+    for (w1, w2, want) in cases {
+        assert_eq!(schedule(&p(w1, w2), &refs, &[&busy]), Ok(want.to_string()), "weights {w1}/{w2}");
+    }
+}
+
+#[test]
+fn autopilot_anti_affinities_keep_pods_off_flagged_nodes() {
+    const HEALTH: &str = "autopilot.ibm.com/gpuhealth";
+    let nodes: Vec<Node> =
+        [("a-evict", Some("EVICT")), ("b-testing", Some("TESTING")), ("c-warn", Some("WARN")), ("d-ok", None)]
+            .iter()
+            .map(|(n, health)| {
+                let labels = match health {
+                    Some(h) => json!({HEALTH: h}),
+                    None => json!({}),
+                };
+                node(n, json!({"metadata": {"labels": labels}}))
+            })
+            .collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let required = |values: &[&str]| {
+        json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": HEALTH, "operator": "NotIn", "values": values}]}]}}}}})
+    };
+    assert_eq!(check(&pod("p", required(&["EVICT"])), &nodes[0], &[], &[]), Err(Unfit::NodeAffinity));
+    assert_eq!(check(&pod("p", required(&["EVICT"])), &nodes[1], &[], &[]), Ok(()));
+    // Required NotIn alone: the first node by name that is not EVICT.
+    assert_eq!(schedule(&pod("p", required(&["EVICT"])), &refs, &[]), Ok("b-testing".into()));
+    // With the PreferNoSchedule term as upstream injects it, the healthy node wins over WARN.
+    let mut v = required(&["TESTING", "EVICT"]);
+    merge(&mut v, preferring(json!([prefer(50, HEALTH, "NotIn", &["WARN"])])));
+    assert_eq!(schedule(&pod("p", v.clone()), &refs, &[]), Ok("d-ok".into()));
+    // Only flagged nodes left: WARN is used, EVICT and TESTING never.
+    assert_eq!(schedule(&pod("p", v.clone()), &refs[..3], &[]), Ok("c-warn".into()));
+    assert_eq!(
+        schedule(&pod("p", v), &refs[..2], &[]),
+        Err("0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. \
+             preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            .into())
+    );
+}
+
+#[test]
+fn unreachable_and_not_ready_taints_keep_intolerant_pods_off() {
+    let tainted = |key: &str, effect: &str| node("n1", json!({"spec": {"taints": [{"key": key, "effect": effect}]}}));
+    // Kubernetes' default tolerations (DefaultTolerationSeconds admission) cover NoExecute only.
+    let defaults = json!({"spec": {"tolerations": [
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]}});
+    let untolerated = |key: &str| Err(Unfit::UntoleratedTaint { key: key.into(), value: "".into() });
+    for key in ["node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"] {
+        for effect in ["NoSchedule", "NoExecute"] {
+            assert_eq!(
+                check(&pod("p", json!({})), &tainted(key, effect), &[], &[]),
+                untolerated(key),
+                "{key}:{effect}"
+            );
+        }
+        assert_eq!(
+            check(&pod("p", defaults.clone()), &tainted(key, "NoSchedule"), &[], &[]),
+            untolerated(key),
+            "{key}"
+        );
+        assert_eq!(check(&pod("p", defaults.clone()), &tainted(key, "NoExecute"), &[], &[]), Ok(()), "{key}");
+    }
+    // A cordoned node next to tainted ones: only the plain node is picked.
+    let nodes = [
+        node("a", json!({"spec": {"unschedulable": true}})),
+        node("b", json!({"spec": {"taints": [{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]}})),
+        node("c", json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}})),
+        node("d", json!({})),
+    ];
+    let refs: Vec<&Node> = nodes.iter().collect();
+    assert_eq!(schedule(&pod("p", json!({})), &refs, &[]), Ok("d".into()));
+}
