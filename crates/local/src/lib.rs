@@ -1,5 +1,5 @@
-//! Local mode: one process runs the embedded API server, the JobSet and Job controllers, the
-//! scheduler, the node lifecycle controller and one node agent per declared node. Every component talks to the
+//! Local mode: one process runs the embedded API server, the JobSet, Job and AppWrapper
+//! controllers, the scheduler, the node lifecycle controller and one node agent per declared node. Every component talks to the
 //! server through its own in-process `kube::Client`, exactly as it would to kube-apiserver.
 
 use std::path::PathBuf;
@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jobset_apiserver::ApiServer;
+use jobset_controllers::appwrapper::AppWrapperControllerConfig;
+use jobset_controllers::appwrapper::Metrics as AppWrapperMetrics;
 use jobset_controllers::job::JobControllerConfig;
 use jobset_controllers::jobset::JobSetControllerConfig;
 use jobset_controllers::jobset::metrics::Metrics as JobSetMetrics;
@@ -36,6 +38,7 @@ pub struct LocalConfig {
     pub agent: AgentConfig,
     pub job: JobControllerConfig,
     pub jobset: JobSetControllerConfig,
+    pub appwrapper: AppWrapperControllerConfig,
     pub scheduler: SchedulerConfig,
     pub node_lifecycle: NodeLifecycleConfig,
     /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
@@ -54,6 +57,7 @@ impl LocalConfig {
             agent: AgentConfig::default(),
             job: JobControllerConfig::default(),
             jobset: JobSetControllerConfig::default(),
+            appwrapper: AppWrapperControllerConfig::default(),
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
             job_controller: true,
@@ -75,6 +79,9 @@ impl LocalConfig {
         c.job.sync.backoff.max = Duration::from_millis(100);
         c.job.orphan_sweep = Duration::from_millis(100);
         c.jobset.error_backoff = Duration::from_millis(50);
+        c.appwrapper.error_backoff = Duration::from_millis(50);
+        c.appwrapper.timing.poll = Duration::from_millis(100);
+        c.appwrapper.timing.create_retry = Duration::from_millis(50);
         c.scheduler.retry_interval = Duration::from_millis(100);
         c.node_lifecycle.grace_period = Duration::from_millis(500);
         c.node_lifecycle.monitor_period = Duration::from_millis(100);
@@ -91,6 +98,8 @@ pub struct LocalCluster {
     jobset_controller: JoinHandle<()>,
     /// The JobSet controller's metrics (they survive a controller restart).
     pub jobset_metrics: Arc<JobSetMetrics>,
+    appwrapper_controller: JoinHandle<()>,
+    pub appwrapper_metrics: Arc<AppWrapperMetrics>,
     tasks: Vec<JoinHandle<()>>,
     _temp_dir: Option<tempfile::TempDir>,
 }
@@ -110,6 +119,13 @@ impl LocalCluster {
             r
         });
         jobset_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
+        let appwrapper_metrics = Arc::new(AppWrapperMetrics::default());
+        appwrapper_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
+        let appwrapper_controller = tokio::spawn(jobset_controllers::appwrapper::run(
+            server.client(),
+            config.appwrapper.clone(),
+            appwrapper_metrics.clone(),
+        ));
         let jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
             server.client(),
             config.jobset.clone(),
@@ -159,6 +175,8 @@ impl LocalCluster {
             job_controller,
             jobset_controller,
             jobset_metrics,
+            appwrapper_controller,
+            appwrapper_metrics,
             tasks,
             _temp_dir: temp_dir,
         }
@@ -188,11 +206,22 @@ impl LocalCluster {
         ));
     }
 
+    /// Kills the AppWrapper controller (losing its in-memory state) and starts a fresh one.
+    pub fn restart_appwrapper_controller(&mut self) {
+        self.appwrapper_controller.abort();
+        self.appwrapper_controller = tokio::spawn(jobset_controllers::appwrapper::run(
+            self.server.client(),
+            self.config.appwrapper.clone(),
+            self.appwrapper_metrics.clone(),
+        ));
+    }
+
     pub async fn shutdown(self) {
         if let Some(j) = &self.job_controller {
             j.abort();
         }
         self.jobset_controller.abort();
+        self.appwrapper_controller.abort();
         for t in &self.tasks {
             t.abort();
         }

@@ -44,6 +44,9 @@
 //! completion index), in-place restarts included; the counts live in a [`SimulationState`] shared
 //! by all simulated nodes of a process. The owner is:
 //!
+//! - for a pod labelled `workload.codeflare.dev/appwrapper` with a Job name (label or controlling
+//!   Job): `appwrapper/<AppWrapper name>/<Job name>`, so attempts go on counting across
+//!   AppWrapper resets, which recreate the Jobs;
 //! - for a pod of a JobSet (label `jobset.sigs.k8s.io/jobset-uid`): `jobset/<jobset uid>/<Job
 //!   name>`, the Job name taken from the label `batch.kubernetes.io/job-name` or else the
 //!   controlling Job's name. A JobSet restart recreates its Jobs under the same names with new
@@ -62,6 +65,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use jobset_agent::{Endpoint, NoWorker};
+use jobset_api::appwrapper::keys::APPWRAPPER_LABEL;
 use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
 use jobset_api::jobset::agent::runs_agent;
 use jobset_api::jobset::keys::{JOB_INDEX, JOBSET_UID};
@@ -85,7 +89,8 @@ pub const KILLED_EXIT_CODE: i32 = 143;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AttemptKey {
     pub namespace: String,
-    /// `jobset/<jobset uid>/<Job name>` for pods of a JobSet, else `job/<controlling Job uid>`,
+    /// `appwrapper/<AppWrapper name>/<Job name>` for pods of a Job an AppWrapper created (directly
+    /// or through a JobSet), else `jobset/<jobset uid>/<Job name>` for pods of a JobSet, else `job/<controlling Job uid>`,
     /// else `pod/<pod name>`.
     pub owner: String,
     pub index: Option<u32>,
@@ -98,9 +103,12 @@ impl AttemptKey {
         let label = |k: &str| meta.labels.as_ref().and_then(|l| l.get(k)).filter(|v| !v.is_empty());
         let job = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true) && o.kind == "Job");
         let job_name = label(JOB_NAME).map(String::as_str).or(job.map(|o| o.name.as_str()));
-        let owner = match (label(JOBSET_UID), job_name, job) {
-            (Some(uid), Some(name), _) => format!("jobset/{uid}/{name}"),
-            (_, _, Some(o)) => format!("job/{}", o.uid),
+        // An AppWrapper reset recreates its Jobs (and JobSets) under the same names with new
+        // uids: its pods count attempts by AppWrapper name, so `fail-attempts` spans resets.
+        let owner = match (label(APPWRAPPER_LABEL), label(JOBSET_UID), job_name, job) {
+            (Some(aw), _, Some(name), _) => format!("appwrapper/{aw}/{name}"),
+            (_, Some(uid), Some(name), _) => format!("jobset/{uid}/{name}"),
+            (_, _, _, Some(o)) => format!("job/{}", o.uid),
             _ => format!("pod/{}", meta.name.as_deref().unwrap_or_default()),
         };
         AttemptKey {
