@@ -1,5 +1,5 @@
 //! Node lifecycle: a node whose Lease stops being renewed is marked `Ready=Unknown` and tainted
-//! `node.kubernetes.io/unreachable:NoExecute`; pods that do not tolerate a node's NoExecute taints
+//! `node.kubernetes.io/unreachable` (NoSchedule and NoExecute); pods that do not tolerate a node's NoExecute taints
 //! are evicted with the `DisruptionTarget` condition (as kube-controller-manager's node lifecycle
 //! and taint-eviction controllers do), and pods on an unreachable node are failed and removed (as
 //! PodGC does), since no kubelet will ever confirm their termination.
@@ -129,6 +129,18 @@ fn unreachable_taint(now: Timestamp) -> Taint {
     Taint { key: UNREACHABLE_TAINT.into(), value: None, effect: "NoExecute".into(), time_added: Some(Time(now)) }
 }
 
+/// The node's taints after `a`: as upstream's node lifecycle controller, a lost node gets the
+/// unreachable taint with both effects (NoSchedule keeps new pods off even when they tolerate
+/// NoExecute for a while, as pods with the default 300 s tolerations do); a recovered one loses both.
+fn next_taints(node: &Node, a: &NodeActions, now: Timestamp) -> Vec<Taint> {
+    let mut ts: Vec<Taint> = taints(node).iter().filter(|t| t.key != UNREACHABLE_TAINT).cloned().collect();
+    if a.add_unreachable_taint {
+        ts.push(Taint { effect: "NoSchedule".into(), time_added: None, ..unreachable_taint(now) });
+        ts.push(unreachable_taint(now));
+    }
+    ts
+}
+
 pub async fn run(client: Client, cfg: NodeLifecycleConfig) {
     let nodes = store::<Node>(Api::all(client.clone()));
     let leases = store::<Lease>(Api::namespaced(client.clone(), "kube-node-lease"));
@@ -197,10 +209,7 @@ async fn act(client: &Client, node: &Node, a: NodeActions, now: Timestamp) -> Re
             .await?;
     }
     if a.add_unreachable_taint || a.remove_unreachable_taint {
-        let mut ts: Vec<Taint> = taints(node).iter().filter(|t| t.key != UNREACHABLE_TAINT).cloned().collect();
-        if a.add_unreachable_taint {
-            ts.push(unreachable_taint(now));
-        }
+        let ts = next_taints(node, &a, now);
         nodes.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"taints": ts}}))).await?;
     }
     for e in a.evict {
@@ -302,9 +311,24 @@ mod tests {
 
     #[test]
     fn a_recovered_node_loses_the_unreachable_taint() {
-        let t = json!([{"key": UNREACHABLE_TAINT, "effect": "NoExecute"}]);
-        let a = decide(&node(t, "True"), Some(&lease("2026-01-01T00:10:00Z")), &[], at("2026-01-01T00:10:01Z"), &cfg());
+        let t = json!([{"key": UNREACHABLE_TAINT, "effect": "NoSchedule"}, {"key": UNREACHABLE_TAINT, "effect": "NoExecute"},
+            {"key": "x", "effect": "NoSchedule"}]);
+        let n = node(t, "True");
+        let now = at("2026-01-01T00:10:01Z");
+        let a = decide(&n, Some(&lease("2026-01-01T00:10:00Z")), &[], now, &cfg());
         assert!(a.remove_unreachable_taint && !a.mark_unknown);
+        let left: Vec<(String, String)> = next_taints(&n, &a, now).into_iter().map(|t| (t.key, t.effect)).collect();
+        assert_eq!(left, [("x".to_string(), "NoSchedule".to_string())]);
+    }
+
+    #[test]
+    fn a_lost_node_is_tainted_unreachable_for_both_scheduling_and_execution() {
+        let n = node(json!([{"key": "x", "effect": "NoSchedule"}]), "True");
+        let now = at("2026-01-01T00:10:41Z");
+        let a = decide(&n, Some(&lease("2026-01-01T00:10:00Z")), &[], now, &cfg());
+        let ts: Vec<(String, String)> = next_taints(&n, &a, now).into_iter().map(|t| (t.key, t.effect)).collect();
+        let u = UNREACHABLE_TAINT.to_string();
+        assert_eq!(ts, [("x".into(), "NoSchedule".into()), (u.clone(), "NoSchedule".into()), (u, "NoExecute".into())]);
     }
 
     #[test]
