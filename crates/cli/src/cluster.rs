@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use jobset_api::appwrapper::config::AppWrapperConfig;
 use jobset_api::jobset::agent::AGENT_IMAGE;
 use jobset_apiserver::auth::{PodIdentity, PodTokens};
 use jobset_apiserver::persist::{Backend, Memory, Redb};
@@ -17,6 +18,8 @@ use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+use crate::{Failure, USAGE};
 
 /// What to start.
 #[derive(Debug, Clone)]
@@ -53,6 +56,30 @@ pub struct TimingArgs {
     pub job_backoff: Duration,
 }
 
+/// The AppWrapper controller's configuration, shared by `jobset up` and `jobset run`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AppWrapperArgs {
+    /// The AppWrapper controller's configuration: upstream's OperatorConfig YAML (its
+    /// `appwrapper.faultTolerance`, `.autopilot` and `.schedulerName`; other keys are ignored)
+    /// or the ConfigMap holding it. Durations are nanoseconds, as in upstream's ConfigMap, or Go
+    /// durations such as 90s.
+    #[arg(long, value_name = "FILE")]
+    pub appwrapper_config: Option<PathBuf>,
+}
+
+impl AppWrapperArgs {
+    /// The configuration (upstream's defaults without a file), validated as upstream does; a
+    /// bad file is bad input: `error: FILE: message`.
+    pub fn load(&self) -> Result<AppWrapperConfig, Failure> {
+        let Some(path) = &self.appwrapper_config else {
+            return Ok(AppWrapperConfig::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::new(USAGE, format!("error: reading {}: {e}", path.display())))?;
+        AppWrapperConfig::from_yaml(&text).map_err(|e| Failure::new(USAGE, format!("error: {}: {e}", path.display())))
+    }
+}
+
 /// A started control plane.
 pub struct Embedded {
     pub url: String,
@@ -64,6 +91,11 @@ pub struct Embedded {
 
 /// Starts the API server (listening when this returns) and the local nodes.
 pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
+    start_with(opts, AppWrapperConfig::default()).await
+}
+
+/// [`start`], the AppWrapper controller configured by `appwrapper`.
+pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> anyhow::Result<Embedded> {
     let backend: Box<dyn Backend> = match &opts.data_dir {
         Some(dir) => Box::new(Redb::open(dir).map_err(anyhow::Error::msg).context("opening the data dir")?),
         None => Box::new(Memory),
@@ -121,6 +153,7 @@ pub async fn start(opts: &ClusterOptions) -> anyhow::Result<Embedded> {
             local.node_lifecycle.monitor_period = (opts.timing.node_grace_period / 8)
                 .clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
             local.job.sync.backoff.base = opts.timing.job_backoff;
+            local.appwrapper.appwrapper = appwrapper;
             Some(LocalCluster::start(server.clone(), local).await)
         }
         None => {

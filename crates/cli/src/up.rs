@@ -41,6 +41,8 @@ pub struct UpArgs {
     pub timing: crate::cluster::TimingArgs,
     #[command(flatten)]
     pub inflight: InflightArgs,
+    #[command(flatten)]
+    pub appwrapper: crate::cluster::AppWrapperArgs,
 }
 
 /// The API server's in-flight limits, as kube-apiserver's flags of the same names: a request
@@ -70,6 +72,7 @@ fn declared_nodes(args: &UpArgs) -> anyhow::Result<Option<Vec<NodeConfig>>> {
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Bad input is reported before anything listens.
     let nodes = declared_nodes(&args)?;
+    let appwrapper = args.appwrapper.load()?;
     let state_dir = args.data_dir.clone().unwrap_or_else(crate::default_state_dir);
     let opts = ClusterOptions {
         data_dir: args.data_dir.clone(),
@@ -83,7 +86,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         timing: args.timing.clone(),
         inflight: args.inflight.clone(),
     };
-    let embedded = cluster::start(&opts).await?;
+    let embedded = cluster::start_with(&opts, appwrapper).await?;
     // Scripts wait for this line: the server accepts connections from here on.
     println!("jobset API server listening on {}", embedded.url);
     println!("export KUBECONFIG={}", embedded.kubeconfig.display());

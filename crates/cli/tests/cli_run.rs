@@ -130,6 +130,44 @@ async fn bad_input_exits_3_naming_the_file_and_line() {
 }
 
 #[tokio::test]
+async fn the_appwrapper_config_is_read_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = write(dir.path(), "job.yaml", SIMULATED_JOB);
+    let job = job.to_str().unwrap();
+    let bad = write(dir.path(), "bad.yaml", "appwrapper:\n  faultTolerance:\n    resetPause: soon\n");
+    let out = common::jobset(&["run", "--appwrapper-config", bad.to_str().unwrap(), job], LIMIT).await;
+    assert_eq!(out.code, 3, "{out:?}");
+    let want = format!("error: {}: line 3 column 17: appwrapper.faultTolerance.resetPause: ", bad.display());
+    assert!(out.stderr.starts_with(&want), "{want:?} in {out:?}");
+    assert!(!out.stdout.contains("created"), "nothing is applied: {out:?}");
+
+    // Upstream's ConfigMap, with a combination upstream refuses.
+    let invalid = write(
+        dir.path(),
+        "configmap.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: appwrapper-operator-config}\ndata:\n  config.yaml: |\n    \
+         appwrapper:\n      faultTolerance: {resetPause: 90000000000000}\n",
+    );
+    let out = common::jobset(&["up", "--port", "0", "--appwrapper-config", invalid.to_str().unwrap()], LIMIT).await;
+    assert_eq!(out.code, 3, "{out:?}");
+    let want = format!(
+        "error: {}: ConfigMap data \"config.yaml\": RetryPausePeriod 25h0m0s exceeds GracePeriodCeiling 24h0m0s\n",
+        invalid.display()
+    );
+    assert_eq!(out.stderr, want, "{out:?}");
+    assert!(!out.stdout.contains("listening"), "{out:?}");
+
+    let good = write(
+        dir.path(),
+        "good.yaml",
+        "appwrapper:\n  faultTolerance: {admissionGracePeriod: 30000000000, resetPause: 5s, retryLimit: 1}\n",
+    );
+    let args = ["run", "--runtime", "simulated", "--appwrapper-config", good.to_str().unwrap(), job];
+    let out = common::jobset(&args, LIMIT).await;
+    assert_eq!(out.code, 0, "{out:?}");
+}
+
+#[tokio::test]
 async fn nothing_to_wait_for_exits_0_after_applying() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "cm.json", r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "only"}}"#);
