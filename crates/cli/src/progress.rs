@@ -21,13 +21,19 @@ pub struct Row {
     pub restarts: i64,
     /// JobSets only: `status.restartsCountTowardsMax` (shown in the summary with `restarts`).
     pub restarts_towards_max: Option<i64>,
+    /// AppWrappers only: `status.phase`, the status word until the AppWrapper finishes (`New`
+    /// before the controller has set one).
+    pub phase: Option<String>,
+    /// AppWrappers only: `status.resettingCount`, shown as `resets N` in place of `restarts N`
+    /// (and in the table's RESTARTS column).
+    pub resets: Option<i64>,
     pub outcome: Option<Outcome>,
 }
 
 impl Row {
     pub fn status(&self) -> &str {
         match &self.outcome {
-            None => "Running",
+            None => self.phase.as_deref().unwrap_or("Running"),
             Some(Outcome::Succeeded) => "Succeeded",
             Some(Outcome::Failed { .. }) => "Failed",
         }
@@ -69,8 +75,8 @@ pub fn job_row(name: &str, job: &Value, restarts: i64) -> Row {
         succeeded: int(&s["succeeded"]),
         failed: int(&s["failed"]),
         restarts,
-        restarts_towards_max: None,
         outcome: outcome(job, "Complete"),
+        ..Row::default()
     }
 }
 
@@ -88,17 +94,135 @@ pub fn jobset_row(name: &str, js: &Value) -> Row {
     row
 }
 
+/// The failed pods of an AppWrapper's current attempt, as `run` last saw them: a Failed
+/// AppWrapper's `FoundFailedPods` condition has no message, and its pods are deleted as it fails.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FailedPods {
+    /// `status.resettingCount` when they were seen.
+    resets: i64,
+    /// One per failed pod: `NAME (CONTAINER: exit code N)`.
+    pods: Vec<String>,
+}
+
+impl FailedPods {
+    /// Records the failed pods among `pods` (the AppWrapper's labelled pods) while the AppWrapper
+    /// is Running or Failed, when they are its current attempt's (failed pods seen once stay
+    /// recorded until others are seen); forgets them in the other phases but Succeeded, whose
+    /// pods are an earlier attempt's or none. Pods being deleted are left out: they fail
+    /// because the AppWrapper is tearing them down (exit code 143), not the other way round.
+    pub fn observe(&mut self, aw: &Value, pods: &[Value]) {
+        match aw["status"]["phase"].as_str() {
+            Some("Running" | "Failed") => {
+                let failed: Vec<String> = pods
+                    .iter()
+                    .filter(|p| p["status"]["phase"] == "Failed" && p["metadata"]["deletionTimestamp"].is_null())
+                    .map(failed_pod)
+                    .collect();
+                if !failed.is_empty() {
+                    *self = FailedPods { resets: int(&aw["status"]["resettingCount"]), pods: failed };
+                }
+            }
+            Some("Succeeded") => {}
+            _ => *self = FailedPods::default(),
+        }
+    }
+
+    /// `1 failed pod: a (main: exit code 42)`, `2 failed pods: a (...), b (...)`.
+    fn message(&self) -> String {
+        let n = self.pods.len();
+        format!("{n} failed pod{}: {}", if n == 1 { "" } else { "s" }, self.pods.join(", "))
+    }
+}
+
+/// `NAME (CONTAINER: exit code N, ...)` over the app containers that exited non-zero; else
+/// `NAME (REASON)` from the pod's status (`Evicted`, ...), else just `NAME`.
+fn failed_pod(pod: &Value) -> String {
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let exits: Vec<String> = pod["status"]["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let code = c["state"]["terminated"]["exitCode"].as_i64().filter(|&code| code != 0)?;
+            Some(format!("{}: exit code {code}", c["name"].as_str().unwrap_or_default()))
+        })
+        .collect();
+    match pod["status"]["reason"].as_str() {
+        _ if !exits.is_empty() => format!("{name} ({})", exits.join(", ")),
+        Some(reason) if !reason.is_empty() => format!("{name} ({reason})"),
+        _ => name.to_string(),
+    }
+}
+
+/// An AppWrapper (`workload.codeflare.dev`): finished when `status.phase` is Succeeded or Failed;
+/// until then the status word is its phase (`Suspended`, `Resuming`, `Running`, `Resetting`,
+/// ...). Counts are over its pods (those labelled `workload.codeflare.dev/appwrapper=NAME`,
+/// whatever wrapped object made them): active = Pending + Running, ready = with condition Ready
+/// True, succeeded, failed. `resets` is `status.resettingCount`.
+///
+/// A Failed AppWrapper's reason and message are its `Unhealthy` condition's when that is True.
+/// The controller always sets it to the health check that failed before it fails an AppWrapper
+/// (`FoundFailedPods`, `FailedComponent`, `MissingComponent`, `InsufficientPodsReady`,
+/// `CreateFailed`, `AutopilotNoExecute`), which tells more than the conditions recording the
+/// clean-up (ResourcesDeployed: `Resources deleted for failed AppWrapper`). Otherwise they are
+/// those of the condition that changed last. `FoundFailedPods` has no message (as upstream's):
+/// it is then `failed`'s description of the failed pods with their exit codes (e.g. `1 failed
+/// pod: x-0-abcde (main: exit code 42)`), when `failed` was recorded in the same attempt (same
+/// `resettingCount`).
+pub fn appwrapper_row(name: &str, aw: &Value, pods: &[Value], failed: &FailedPods) -> Row {
+    let s = &aw["status"];
+    let resets = int(&s["resettingCount"]);
+    let phase = s["phase"].as_str().filter(|p| !p.is_empty()).unwrap_or("New");
+    let outcome = match phase {
+        "Succeeded" => Some(Outcome::Succeeded),
+        "Failed" => {
+            let conditions = s["conditions"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let latest = conditions.iter().max_by_key(|c| c["lastTransitionTime"].as_str().unwrap_or_default());
+            let c = true_condition(aw, &["Unhealthy"]).or(latest);
+            let text = |c: Option<&Value>, k: &str| c.and_then(|c| c[k].as_str()).unwrap_or_default().to_string();
+            let (reason, mut message) = (text(c, "reason"), text(c, "message"));
+            if message.is_empty() && reason == "FoundFailedPods" && !failed.pods.is_empty() && failed.resets == resets {
+                message = failed.message();
+            }
+            Some(Outcome::Failed { reason, message })
+        }
+        _ => None,
+    };
+    let mut row =
+        Row { name: name.to_string(), phase: Some(phase.to_string()), resets: Some(resets), outcome, ..Row::default() };
+    for p in pods {
+        match p["status"]["phase"].as_str().unwrap_or_default() {
+            "Pending" | "Running" => row.active += 1,
+            "Succeeded" => row.succeeded += 1,
+            "Failed" => row.failed += 1,
+            _ => {}
+        }
+        let ready = p["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        if ready && p["status"]["phase"] == "Running" {
+            row.ready += 1;
+        }
+    }
+    row
+}
+
 /// One line per row, for logs and pipes.
 pub fn line(row: &Row) -> String {
+    let restarts = match row.resets {
+        Some(n) => format!("resets {n}"),
+        None => format!("restarts {}", row.restarts),
+    };
     format!(
-        "{}: {}, active {}, ready {}, succeeded {}, failed {}, restarts {}",
+        "{}: {}, active {}, ready {}, succeeded {}, failed {}, {restarts}",
         row.name,
         row.status(),
         row.active,
         row.ready,
         row.succeeded,
         row.failed,
-        row.restarts
     )
 }
 
@@ -114,7 +238,7 @@ pub fn table(rows: &[Row]) -> Vec<String> {
             r.ready.to_string(),
             r.succeeded.to_string(),
             r.failed.to_string(),
-            r.restarts.to_string(),
+            r.resets.unwrap_or(r.restarts).to_string(),
         ]);
     }
     align(&cells)
@@ -142,16 +266,20 @@ pub fn align(cells: &[Vec<String>]) -> Vec<String> {
         .collect()
 }
 
-/// The final word on a row; for a JobSet followed by `; restarts N (M towards maxRestarts)`.
+/// The final word on a row (`failed: REASON: MESSAGE`, or `failed: REASON` without a message);
+/// for a JobSet followed by `; restarts N (M towards maxRestarts)`, for an AppWrapper by
+/// `; resets N`.
 pub fn summary(row: &Row) -> String {
     let word = match &row.outcome {
         Some(Outcome::Succeeded) => format!("{} succeeded", row.name),
+        Some(Outcome::Failed { reason, message }) if message.is_empty() => format!("{} failed: {reason}", row.name),
         Some(Outcome::Failed { reason, message }) => format!("{} failed: {reason}: {message}", row.name),
         None => format!("{} did not finish", row.name),
     };
-    match row.restarts_towards_max {
-        Some(m) => format!("{word}; restarts {} ({m} towards maxRestarts)", row.restarts),
-        None => word,
+    match (row.restarts_towards_max, row.resets) {
+        (Some(m), _) => format!("{word}; restarts {} ({m} towards maxRestarts)", row.restarts),
+        (None, Some(n)) => format!("{word}; resets {n}"),
+        (None, None) => word,
     }
 }
 
@@ -197,6 +325,104 @@ mod tests {
             "jobset.jobset.x-k8s.io/f failed: ReachedMaxRestarts: m (first failed job: j); restarts 3 (1 towards maxRestarts)"
         );
         assert_eq!(jobset_row("x", &json!({})).outcome, None, "no status yet: still waiting");
+    }
+
+    fn pod(name: &str, phase: &str, ready: bool, exit: Option<i64>) -> Value {
+        let state = match exit {
+            Some(code) => json!({"terminated": {"exitCode": code}}),
+            None => json!({"running": {}}),
+        };
+        json!({"metadata": {"name": name}, "status": {"phase": phase,
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+            "containerStatuses": [{"name": "main", "state": state}]}})
+    }
+
+    #[test]
+    fn appwrappers_show_their_phase_pods_and_resets() {
+        let aw = json!({"status": {"phase": "Resetting", "resettingCount": 1}});
+        let pods = [
+            pod("a", "Running", true, None),
+            pod("b", "Pending", false, None),
+            pod("c", "Succeeded", false, Some(0)),
+            pod("d", "Failed", false, Some(1)),
+        ];
+        let row = appwrapper_row("appwrapper.workload.codeflare.dev/w", &aw, &pods, &FailedPods::default());
+        assert_eq!(
+            line(&row),
+            "appwrapper.workload.codeflare.dev/w: Resetting, active 2, ready 1, succeeded 1, failed 1, resets 1"
+        );
+        assert_eq!(row.outcome, None);
+        assert_eq!(table(std::slice::from_ref(&row))[1].split_whitespace().last(), Some("1"), "resets as RESTARTS");
+        assert_eq!(appwrapper_row("x", &json!({}), &[], &FailedPods::default()).status(), "New");
+
+        let done = json!({"status": {"phase": "Succeeded", "resettingCount": 1, "conditions": [
+            {"type": "Unhealthy", "status": "False", "reason": "FoundNoFailedPods", "message": ""}]}});
+        let row = appwrapper_row("appwrapper.workload.codeflare.dev/w", &done, &[], &FailedPods::default());
+        assert_eq!(summary(&row), "appwrapper.workload.codeflare.dev/w succeeded; resets 1");
+    }
+
+    #[test]
+    fn a_failed_appwrapper_says_which_health_check_failed() {
+        let failed =
+            |conditions: Value| json!({"status": {"phase": "Failed", "resettingCount": 2, "conditions": conditions}});
+        let cleanup = json!({"type": "ResourcesDeployed", "status": "False", "reason": "Failed",
+            "message": "Resources deleted for failed AppWrapper", "lastTransitionTime": "2025-01-01T00:00:09Z"});
+        let aw = failed(json!([
+            {"type": "Unhealthy", "status": "True", "reason": "InsufficientPodsReady",
+             "message": "1 pods pending; 0 pods running; 0 pods succeeded", "lastTransitionTime": "2025-01-01T00:00:01Z"},
+            cleanup.clone()]));
+        let row = appwrapper_row("aw/x", &aw, &[], &FailedPods::default());
+        assert_eq!(
+            summary(&row),
+            "aw/x failed: InsufficientPodsReady: 1 pods pending; 0 pods running; 0 pods succeeded; resets 2"
+        );
+
+        // No Unhealthy=True: the condition that changed last.
+        let aw = failed(json!([
+            {"type": "Unhealthy", "status": "False", "reason": "FoundNoFailedPods", "lastTransitionTime": "2025-01-01T00:00:01Z"},
+            cleanup,
+            {"type": "QuotaReserved", "status": "False", "reason": "Failed", "message": "No resources deployed",
+             "lastTransitionTime": "2025-01-01T00:00:05Z"}]));
+        assert_eq!(
+            summary(&appwrapper_row("aw/x", &aw, &[], &FailedPods::default())),
+            "aw/x failed: Failed: Resources deleted for failed AppWrapper; resets 2"
+        );
+    }
+
+    #[test]
+    fn found_failed_pods_is_told_by_the_failed_pods_of_the_same_attempt() {
+        let status = |phase: &str, resets: i64| {
+            json!({"status": {"phase": phase, "resettingCount": resets, "conditions": [
+                {"type": "Unhealthy", "status": "True", "reason": "FoundFailedPods", "message": ""}]}})
+        };
+        let pods = [pod("w-0-abc", "Failed", false, Some(42)), pod("w-1-def", "Running", true, None)];
+        let mut failed = FailedPods::default();
+        failed.observe(&status("Running", 0), &pods);
+        // The pods are being deleted when the phase is Failed: what was seen before tells.
+        let mut killed = pod("w-1-def", "Failed", false, Some(143));
+        killed["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        failed.observe(&status("Failed", 0), &[killed]);
+        let row = appwrapper_row("aw/t", &status("Failed", 0), &[], &failed);
+        assert_eq!(summary(&row), "aw/t failed: FoundFailedPods: 1 failed pod: w-0-abc (main: exit code 42); resets 0");
+
+        // Two failed pods, one evicted.
+        let mut evicted = pod("w-1-def", "Failed", false, None);
+        evicted["status"]["reason"] = json!("Evicted");
+        let mut two = FailedPods::default();
+        two.observe(&status("Running", 0), &[pods[0].clone(), evicted]);
+        assert_eq!(
+            summary(&appwrapper_row("aw/t", &status("Failed", 0), &[], &two)),
+            "aw/t failed: FoundFailedPods: 2 failed pods: w-0-abc (main: exit code 42), w-1-def (Evicted); resets 0"
+        );
+
+        // An earlier attempt's pods do not tell why a later one failed.
+        assert_eq!(
+            summary(&appwrapper_row("aw/t", &status("Failed", 1), &[], &failed)),
+            "aw/t failed: FoundFailedPods; resets 1"
+        );
+        // A reset forgets them.
+        failed.observe(&status("Resetting", 1), &pods);
+        assert_eq!(failed, FailedPods::default());
     }
 
     #[test]

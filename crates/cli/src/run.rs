@@ -1,5 +1,6 @@
 //! `jobset run FILE...`: apply the files (to an embedded cluster, or to the server of a
-//! kubeconfig), then show progress until every Job (and JobSet) has finished.
+//! kubeconfig), then show progress until every Job, JobSet and AppWrapper among them has
+//! finished.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{IsTerminal, Write};
@@ -7,13 +8,17 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::mpsc;
 
 use crate::client::{self, ClientArgs};
 use crate::cluster::{self, ClusterOptions, Embedded};
-use crate::progress::{self, Outcome, Row};
+use crate::progress::{self, FailedPods, Outcome, Row};
 use crate::{Failure, USAGE, apply, kinds};
 
 #[derive(Args, Debug)]
@@ -51,10 +56,32 @@ pub struct RunArgs {
     /// Embedded cluster: the API server's in-flight limits.
     #[command(flatten)]
     pub inflight: crate::up::InflightArgs,
+    /// Embedded cluster: the AppWrapper controller's configuration.
+    #[command(flatten)]
+    pub appwrapper: crate::cluster::AppWrapperArgs,
 }
 
 /// How often progress is polled.
 const TICK: Duration = Duration::from_millis(200);
+
+/// What kind of workload `run` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Workload {
+    Job,
+    JobSet,
+    AppWrapper,
+}
+
+impl Workload {
+    fn of(resource: &kinds::Resource) -> Option<Workload> {
+        match (resource.group.as_str(), resource.kind.as_str()) {
+            ("batch", "Job") => Some(Workload::Job),
+            ("jobset.x-k8s.io", "JobSet") => Some(Workload::JobSet),
+            (jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND) => Some(Workload::AppWrapper),
+            _ => None,
+        }
+    }
+}
 
 /// A created object that `run` waits for.
 struct Waited {
@@ -62,8 +89,66 @@ struct Waited {
     name: String,
     namespace: Option<String>,
     api: Api<DynamicObject>,
-    job: bool,
+    workload: Workload,
+    /// AppWrappers: every version, from a watch (a phase can last less than a tick).
+    versions: Option<Versions>,
+    /// AppWrappers: the failed pods of the current attempt, for the summary.
+    failed: FailedPods,
     row: Row,
+}
+
+/// The versions of one object as a watch delivers them, in order; the watch ends when this is
+/// dropped.
+struct Versions {
+    rx: mpsc::UnboundedReceiver<Value>,
+    task: tokio::task::JoinHandle<()>,
+    /// The last version received.
+    last: Option<Value>,
+}
+
+impl Versions {
+    fn watch(api: Api<DynamicObject>, name: &str) -> Versions {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let task = tokio::spawn(async move {
+            let mut objects = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+            while let Some(item) = objects.next().await {
+                let Ok(obj) = item else { continue };
+                if tx.send(serde_json::to_value(&obj).unwrap_or_default()).is_err() {
+                    break;
+                }
+            }
+        });
+        Versions { rx, task, last: None }
+    }
+
+    /// The versions received since the last call, oldest first, leaving out any not newer than
+    /// the last one (by resourceVersion, when it is a number).
+    fn next(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Ok(v) = self.rx.try_recv() {
+            self.offer(v, &mut out);
+        }
+        out
+    }
+
+    /// Makes `v` the last version (and adds it to `out`) if it is newer.
+    fn offer(&mut self, v: Value, out: &mut Vec<Value>) {
+        let rv = |v: &Value| v["metadata"]["resourceVersion"].as_str()?.parse::<u64>().ok();
+        if let Some((new, old)) = rv(&v).zip(self.last.as_ref().and_then(rv))
+            && new <= old
+        {
+            return;
+        }
+        self.last = Some(v.clone());
+        out.push(v);
+    }
+}
+
+impl Drop for Versions {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
@@ -90,6 +175,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
                 nodes
             }
         };
+        let appwrapper = args.appwrapper.load()?;
         let dir = tempfile::Builder::new().prefix("jobset-run-").tempdir()?;
         let opts = ClusterOptions {
             data_dir: None,
@@ -103,7 +189,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             timing: args.timing.clone(),
             inflight: args.inflight.clone(),
         };
-        let e = cluster::start(&opts).await?;
+        let e = cluster::start_with(&opts, appwrapper).await?;
         let kubeconfig = e.kubeconfig.clone();
         embedded = Some((e, dir));
         ClientArgs { kubeconfig: Some(kubeconfig), namespace: args.namespace.clone() }
@@ -124,7 +210,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// Applies the objects and waits for the Jobs and JobSets among them: the exit code.
+/// Applies the objects and waits for the Jobs, JobSets and AppWrappers among them: the exit code.
 async fn submit_and_wait(
     client_args: &ClientArgs,
     remote: bool,
@@ -145,14 +231,16 @@ async fn submit_and_wait(
         .iter()
         .zip(&created)
         .filter_map(|(t, o)| {
-            let job = t.resource.group == "batch" && t.resource.kind == "Job";
-            let jobset = t.resource.group == "jobset.x-k8s.io" && t.resource.kind == "JobSet";
-            (job || jobset).then(|| Waited {
+            let workload = Workload::of(&t.resource)?;
+            Some(Waited {
                 reference: format!("{}/{}", t.resource.singular_ref(), o.name_any()),
                 name: o.name_any(),
                 namespace: t.namespace.clone(),
                 api: t.api(&conn.client),
-                job,
+                workload,
+                versions: (workload == Workload::AppWrapper)
+                    .then(|| Versions::watch(t.api(&conn.client), &o.name_any())),
+                failed: FailedPods::default(),
                 row: Row { name: format!("{}/{}", t.resource.singular_ref(), o.name_any()), ..Row::default() },
             })
         })
@@ -181,6 +269,39 @@ fn humantime(d: Duration) -> String {
     if d.subsec_millis() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
 }
 
+impl Waited {
+    /// An AppWrapper's row from its last version and its pods now; the rows of the versions that
+    /// the watch delivered before that one since the last call (a phase such as Resetting can
+    /// come and go within a tick), with the pod counts of the previous row: the pods were not
+    /// listed at those versions, and the ones before are as close as the ones now.
+    async fn refresh_appwrapper(&mut self, client: &Client) -> Vec<Row> {
+        let Some(versions) = &mut self.versions else { return vec![] };
+        let mut fresh = versions.next();
+        // The watch may be late (or failing): the current version counts too, if newer.
+        if let Ok(obj) = self.api.get(&self.name).await {
+            versions.offer(serde_json::to_value(&obj).unwrap_or_default(), &mut fresh);
+        }
+        let Some(last) = versions.last.clone() else { return vec![] };
+        let selector = format!("{}={}", jobset_api::appwrapper::keys::APPWRAPPER_LABEL, self.name);
+        let pods = pods(client, self.namespace.as_deref(), &selector).await;
+        let mut passed = Vec::new();
+        for v in fresh.iter().take(fresh.len().saturating_sub(1)) {
+            let r = progress::appwrapper_row(&self.reference, v, &[], &self.failed);
+            let prev = &self.row;
+            passed.push(Row {
+                active: prev.active,
+                ready: prev.ready,
+                succeeded: prev.succeeded,
+                failed: prev.failed,
+                ..r
+            });
+        }
+        self.failed.observe(&last, &pods);
+        self.row = progress::appwrapper_row(&self.reference, &last, &pods, &self.failed);
+        passed
+    }
+}
+
 /// Polls until every waited object has finished; renders progress; the exit code.
 async fn watch(client: &Client, waited: &mut [Waited], events: &mut Warnings) -> i32 {
     let tty = std::io::stdout().is_terminal();
@@ -188,10 +309,14 @@ async fn watch(client: &Client, waited: &mut [Waited], events: &mut Warnings) ->
     let mut printed: HashMap<String, String> = HashMap::new();
     let mut tick = 0usize;
     loop {
+        // Rows of AppWrapper versions that came and went since the last tick.
+        let mut passed: Vec<Row> = Vec::new();
         for w in waited.iter_mut() {
-            if let Ok(obj) = w.api.get(&w.name).await {
+            if w.workload == Workload::AppWrapper {
+                passed.extend(w.refresh_appwrapper(client).await);
+            } else if let Ok(obj) = w.api.get(&w.name).await {
                 let value = serde_json::to_value(&obj).unwrap_or_default();
-                w.row = if w.job {
+                w.row = if w.workload == Workload::Job {
                     let restarts = restarts(client, w.namespace.as_deref(), &w.name).await;
                     progress::job_row(&w.reference, &value, restarts)
                 } else {
@@ -222,7 +347,7 @@ async fn watch(client: &Client, waited: &mut [Waited], events: &mut Warnings) ->
             for w in &warnings {
                 let _ = writeln!(out, "{w}");
             }
-            for r in &rows {
+            for r in passed.iter().filter(|r| r.outcome.is_none()).chain(&rows) {
                 let l = progress::line(r);
                 if printed.get(&r.name) != Some(&l) {
                     let _ = writeln!(out, "{l}");
@@ -254,6 +379,13 @@ async fn watch(client: &Client, waited: &mut [Waited], events: &mut Warnings) ->
 fn pending(rows: &[Row]) -> String {
     let names: Vec<&str> = rows.iter().filter(|r| r.outcome.is_none()).map(|r| r.name.as_str()).collect();
     names.join(", ")
+}
+
+/// The pods matching a label selector, as JSON (none if the list fails).
+async fn pods(client: &Client, namespace: Option<&str>, selector: &str) -> Vec<serde_json::Value> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace.unwrap_or("default"));
+    let Ok(list) = api.list(&ListParams::default().labels(selector)).await else { return vec![] };
+    list.items.iter().filter_map(|p| serde_json::to_value(p).ok()).collect()
 }
 
 /// Sum of the container restarts of a Job's pods.
