@@ -12,6 +12,7 @@ use nix::sys::resource::{UsageWho, getrusage};
 
 use anyhow::Context;
 
+mod appwrapper;
 mod in_place;
 use clap::Subcommand;
 use futures::StreamExt;
@@ -109,6 +110,27 @@ pub enum BenchCommand {
         #[arg(long)]
         no_recreate: bool,
     },
+    /// AppWrapper: for each pod count, an AppWrapper wrapping one Indexed Job on simulated
+    /// nodes, from create to all pods running, then one pod fails and the whole workload is
+    /// reset (zero failure grace and retry pause) until every pod runs again. Then what
+    /// upstream's default grace periods would add.
+    Appwrapper {
+        /// Pod counts, each on a fresh cluster.
+        #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+        pods: Vec<i32>,
+        /// Simulated pods per node.
+        #[arg(long, default_value_t = 10)]
+        pods_per_node: i32,
+        /// How long after its start the failing pod fails.
+        #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
+        fail_after: Duration,
+        /// The API server's read-only in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 400)]
+        max_requests_inflight: usize,
+        /// The API server's mutating in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 200)]
+        max_mutating_requests_inflight: usize,
+    },
 }
 
 /// The API server's in-flight limits for a benchmark (`None`: unlimited).
@@ -164,6 +186,19 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
                 !no_recreate,
             )
             .await
+        }
+        BenchCommand::Appwrapper {
+            pods,
+            pods_per_node,
+            fail_after,
+            max_requests_inflight,
+            max_mutating_requests_inflight,
+        } => {
+            let limits = Limits {
+                read_only: Some(max_requests_inflight).filter(|n| *n > 0),
+                mutating: Some(max_mutating_requests_inflight).filter(|n| *n > 0),
+            };
+            appwrapper::appwrapper_bench(&pods, pods_per_node, fail_after, limits).await
         }
     }
 }

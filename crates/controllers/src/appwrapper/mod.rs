@@ -164,7 +164,7 @@ pub async fn reconcile(aw: Arc<AppWrapper>, ctx: Arc<Ctx>) -> Result<Action, Err
             publish(&ctx, &aw, reason, message).await;
         }
         for p in &plan.transitions {
-            tracing::info!(appwrapper = %aw.name_any(), namespace = %ns, phase = %p, "phase transition");
+            tracing::debug!(appwrapper = %aw.name_any(), namespace = %ns, phase = %p, "phase transition");
             ctx.metrics.phases.get_or_create(&PhaseLabels { namespace: ns.clone(), phase: p.to_string() }).inc();
         }
     }
