@@ -140,6 +140,13 @@ struct Limits {
     mutating: Option<usize>,
 }
 
+impl Limits {
+    /// From the flags, where 0 means unlimited (as kube-apiserver's).
+    fn new(read_only: usize, mutating: usize) -> Limits {
+        Limits { read_only: Some(read_only).filter(|n| *n > 0), mutating: Some(mutating).filter(|n| *n > 0) }
+    }
+}
+
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
         BenchCommand::Apiserver { pods, watchers, durable_pods, concurrency } => {
@@ -172,10 +179,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             process_fail_after,
             no_recreate,
         } => {
-            let limits = Limits {
-                read_only: Some(max_requests_inflight).filter(|n| *n > 0),
-                mutating: Some(max_mutating_requests_inflight).filter(|n| *n > 0),
-            };
+            let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
             in_place_bench(
                 &pods,
                 pods_per_job,
@@ -194,10 +198,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             max_requests_inflight,
             max_mutating_requests_inflight,
         } => {
-            let limits = Limits {
-                read_only: Some(max_requests_inflight).filter(|n| *n > 0),
-                mutating: Some(max_mutating_requests_inflight).filter(|n| *n > 0),
-            };
+            let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
             appwrapper::appwrapper_bench(&pods, pods_per_node, fail_after, limits).await
         }
     }

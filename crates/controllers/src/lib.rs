@@ -7,3 +7,27 @@ pub mod jobset;
 pub mod nodelifecycle;
 pub mod pod_index;
 pub mod scheduler;
+
+/// Publishes an event about `obj` (action `Reconciling`); a failure is only logged, as an event
+/// is never worth failing a reconcile for.
+pub(crate) async fn publish_event<K>(
+    recorder: &kube::runtime::events::Recorder,
+    obj: &K,
+    warning: bool,
+    reason: &str,
+    message: &str,
+) where
+    K: kube::Resource<DynamicType = ()>,
+{
+    use kube::runtime::events::{Event, EventType};
+    let ev = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.to_string(),
+        note: Some(message.to_string()),
+        action: "Reconciling".into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&ev, &obj.object_ref(&())).await {
+        tracing::warn!(kind = %K::kind(&()), name = obj.meta().name.as_deref().unwrap_or_default(), error = %err, "publishing an event failed");
+    }
+}

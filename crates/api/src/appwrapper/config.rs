@@ -58,40 +58,17 @@ impl FaultToleranceConfig {
     /// Upstream's `ValidateAppWrapperConfig`, with its exact messages (typos included).
     pub fn validate(&self) -> Result<(), String> {
         let ceiling = self.grace_period_maximum;
-        if self.forceful_deletion_grace_period > ceiling {
-            return Err(format!(
-                "ForcefulDelectionGracePeriod {} exceeds GracePeriodCeiling {}",
-                go_duration(self.forceful_deletion_grace_period),
-                go_duration(ceiling)
-            ));
-        }
-        if self.retry_pause_period > ceiling {
-            return Err(format!(
-                "RetryPausePeriod {} exceeds GracePeriodCeiling {}",
-                go_duration(self.retry_pause_period),
-                go_duration(ceiling)
-            ));
-        }
-        if self.failure_grace_period > ceiling {
-            return Err(format!(
-                "FailureGracePeriod {} exceeds GracePeriodCeiling {}",
-                go_duration(self.failure_grace_period),
-                go_duration(ceiling)
-            ));
-        }
-        if self.admission_grace_period > ceiling {
-            return Err(format!(
-                "AdmissionGracePeriod {} exceeds GracePeriodCeiling {}",
-                go_duration(self.admission_grace_period),
-                go_duration(ceiling)
-            ));
-        }
-        if self.warmup_grace_period > ceiling {
-            return Err(format!(
-                "AdmissionGracePeriod {} exceeds GracePeriodCeiling {}",
-                go_duration(self.warmup_grace_period),
-                go_duration(ceiling)
-            ));
+        // Upstream checks warmup under the admission name.
+        for (name, d) in [
+            ("ForcefulDelectionGracePeriod", self.forceful_deletion_grace_period),
+            ("RetryPausePeriod", self.retry_pause_period),
+            ("FailureGracePeriod", self.failure_grace_period),
+            ("AdmissionGracePeriod", self.admission_grace_period),
+            ("AdmissionGracePeriod", self.warmup_grace_period),
+        ] {
+            if d > ceiling {
+                return Err(format!("{name} {} exceeds GracePeriodCeiling {}", go_duration(d), go_duration(ceiling)));
+            }
         }
         if self.admission_grace_period > self.warmup_grace_period {
             return Err(format!(

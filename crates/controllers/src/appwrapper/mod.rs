@@ -26,10 +26,10 @@ use kube::api::{
 };
 use kube::core::ApiResource;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -161,7 +161,8 @@ pub async fn reconcile(aw: Arc<AppWrapper>, ctx: Arc<Ctx>) -> Result<Action, Err
             Err(e) => return Err(e.into()),
         }
         for (reason, message) in &plan.events {
-            publish(&ctx, &aw, reason, message).await;
+            // Upstream's AppWrapper events are all Normal.
+            crate::publish_event(&ctx.recorder, aw.as_ref(), false, reason, message).await;
         }
         for p in &plan.transitions {
             tracing::debug!(appwrapper = %aw.name_any(), namespace = %ns, phase = %p, "phase transition");
@@ -351,19 +352,6 @@ async fn delete(aw: &AppWrapper, ns: &str, d: &Deletion, ctx: &Ctx) -> Result<()
         Ok(()) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
-    }
-}
-
-async fn publish(ctx: &Ctx, aw: &AppWrapper, reason: &str, message: &str) {
-    let ev = KubeEvent {
-        type_: EventType::Normal,
-        reason: reason.to_string(),
-        note: Some(message.to_string()),
-        action: "Reconciling".into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&ev, &aw.object_ref(&())).await {
-        tracing::warn!(appwrapper = %aw.name_any(), error = %err, "publishing an event failed");
     }
 }
 

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::core::ApiResource;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -290,16 +290,7 @@ where
 }
 
 async fn publish(ctx: &Ctx, js: &JobSet, warning: bool, reason: &str, message: &str) {
-    let ev = KubeEvent {
-        type_: if warning { EventType::Warning } else { EventType::Normal },
-        reason: reason.to_string(),
-        note: Some(message.to_string()),
-        action: "Reconciling".into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&ev, &js.object_ref(&())).await {
-        tracing::warn!(jobset = %js.name(), error = %err, "publishing an event failed");
-    }
+    crate::publish_event(&ctx.recorder, js, warning, reason, message).await;
 }
 
 pub fn error_policy(js: Arc<JobSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
