@@ -6,4 +6,5 @@ pub mod crds;
 pub mod field;
 pub mod job;
 pub mod jobset;
+pub(crate) mod schema;
 pub(crate) mod validation;

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use super::keys;
 use super::podsets::{check_pod_template, infer_pod_sets, validate_pod_sets};
 use super::types::{AppWrapperPodSetInfo, AppWrapperSpec};
-use crate::field::{FieldError, quote};
+use crate::field::FieldError;
+use crate::schema::{Schema, arr, check, obj, string, type_error};
 
 /// Upstream's message for every immutability violation.
 pub const IMMUTABLE: &str = "attempt to change immutable field";
@@ -171,114 +172,32 @@ fn go_json_of<T: Serialize>(v: &T) -> String {
 // Decoding: the shape of what the typed API reads
 // ---------------------------------------------------------------------------------------------
 
-/// The part of the API's shape checked before decoding.
-enum Shape {
-    Object(Vec<(&'static str, Shape)>),
-    Array(Box<Shape>),
-    /// A map of strings (annotations, labels, nodeSelector).
-    StringMap,
-    String,
-    Int32,
-    Bool,
-    /// A podSetInfo: its deeper fields (tolerations, scheduling gates) as their API types.
-    PodSetInfo,
-    /// Anything (a component's template: upstream's raw JSON, checked by the webhook itself).
-    Any,
+/// The part of the API's shape checked before decoding (a component's template is upstream's raw
+/// JSON, checked by the webhook itself).
+fn spec_shape() -> Schema {
+    let int32 = || Schema::Int32 { minimum: None };
+    let pod_set = obj(vec![("replicas", int32()), ("path", string()), ("annotations", Schema::StringMap)], &[]);
+    let component = obj(
+        vec![
+            ("annotations", Schema::StringMap),
+            ("podSets", arr(pod_set)),
+            ("podSetInfos", arr(Schema::Custom(check_pod_set_info))),
+            ("template", Schema::Any),
+        ],
+        &[],
+    );
+    obj(vec![("components", arr(component)), ("suspend", Schema::Bool), ("managedBy", string())], &[])
 }
 
-fn spec_shape() -> Shape {
-    let pod_set =
-        Shape::Object(vec![("replicas", Shape::Int32), ("path", Shape::String), ("annotations", Shape::StringMap)]);
-    let component = Shape::Object(vec![
-        ("annotations", Shape::StringMap),
-        ("podSets", Shape::Array(Box::new(pod_set))),
-        ("podSetInfos", Shape::Array(Box::new(Shape::PodSetInfo))),
-        ("template", Shape::Any),
-    ]);
-    Shape::Object(vec![
-        ("components", Shape::Array(Box::new(component))),
-        ("suspend", Shape::Bool),
-        ("managedBy", Shape::String),
-    ])
-}
-
-/// The OpenAPI type name of a JSON value, as kube-openapi reports it.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+/// A podSetInfo's deeper fields (tolerations, scheduling gates) must decode as their API types.
+fn check_pod_set_info(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    if !v.is_object() {
+        return errs.push(type_error(path, v, "object"));
     }
-}
-
-fn type_error(path: &str, v: &Value, want: &str) -> FieldError {
-    let got = type_name(v);
-    FieldError::type_invalid(path, &json!(got), format!("{path} in body must be of type {want}: {}", quote(got)))
-}
-
-fn check(v: &Value, shape: &Shape, path: &str, errs: &mut Vec<FieldError>) {
-    match shape {
-        Shape::Object(props) => {
-            let Some(m) = v.as_object() else { return errs.push(type_error(path, v, "object")) };
-            for (key, sub) in props {
-                if let Some(child) = m.get(*key).filter(|c| !c.is_null()) {
-                    check(child, sub, &format!("{path}.{key}"), errs);
-                }
-            }
-        }
-        Shape::Array(items) => {
-            let Some(list) = v.as_array() else { return errs.push(type_error(path, v, "array")) };
-            for (i, item) in list.iter().enumerate() {
-                check(item, items, &format!("{path}[{i}]"), errs);
-            }
-        }
-        Shape::StringMap => {
-            let Some(m) = v.as_object() else { return errs.push(type_error(path, v, "object")) };
-            for (k, item) in m {
-                if !item.is_string() {
-                    errs.push(type_error(&format!("{path}.{k}"), item, "string"));
-                }
-            }
-        }
-        Shape::String => {
-            if !v.is_string() {
-                errs.push(type_error(path, v, "string"));
-            }
-        }
-        Shape::Int32 => match v.as_i64() {
-            None => errs.push(type_error(path, v, "integer")),
-            Some(n) if n > i64::from(i32::MAX) => errs.push(FieldError::invalid(
-                path,
-                v,
-                format!("{path} in body should be less than or equal to {}", i32::MAX),
-            )),
-            Some(n) if n < i64::from(i32::MIN) => errs.push(FieldError::invalid(
-                path,
-                v,
-                format!("{path} in body should be greater than or equal to {}", i32::MIN),
-            )),
-            Some(_) => {}
-        },
-        Shape::Bool => {
-            if !v.is_boolean() {
-                errs.push(type_error(path, v, "boolean"));
-            }
-        }
-        Shape::PodSetInfo => {
-            if !v.is_object() {
-                return errs.push(type_error(path, v, "object"));
-            }
-            let mut info = v.clone();
-            strip_nulls(&mut info);
-            if let Err(e) = AppWrapperPodSetInfo::deserialize(&info) {
-                errs.push(FieldError::invalid_omit(path, format!("not a podSetInfo: {e}")));
-            }
-        }
-        Shape::Any => {}
+    let mut info = v.clone();
+    strip_nulls(&mut info);
+    if let Err(e) = AppWrapperPodSetInfo::deserialize(&info) {
+        errs.push(FieldError::invalid_omit(path, format!("not a podSetInfo: {e}")));
     }
 }
 

@@ -24,6 +24,7 @@ use super::defaults::schema_defaults;
 use super::keys;
 use super::types::{FailurePolicyAction, JobSetSpec, ReplicatedJob, RestartStrategy};
 use crate::field::{ErrorKind, FieldError, quote, render};
+use crate::schema::{Schema, arr, check, obj, one_of, string, type_name};
 use crate::validation::{
     dns1035_label_errors, dns1123_subdomain_errors, label_value_errors, validate_domain_prefixed_path,
 };
@@ -126,42 +127,6 @@ pub fn validate_jobset_in(
 // Stage 1: the CRD schema
 // ---------------------------------------------------------------------------------------------
 
-/// The part of the CRD's OpenAPI schema this validator enforces.
-enum Schema {
-    Object {
-        props: Vec<(&'static str, Schema)>,
-        required: &'static [&'static str],
-    },
-    /// An object whose content is not checked (`x-kubernetes-preserve-unknown-fields`).
-    OpenObject,
-    Array {
-        items: Box<Schema>,
-        max_items: Option<usize>,
-        map_key: Option<&'static str>,
-    },
-    String {
-        one_of: Option<Vec<&'static str>>,
-    },
-    Int32 {
-        minimum: Option<i64>,
-    },
-    Int,
-    Bool,
-}
-
-fn obj(props: Vec<(&'static str, Schema)>, required: &'static [&'static str]) -> Schema {
-    Schema::Object { props, required }
-}
-fn arr(items: Schema) -> Schema {
-    Schema::Array { items: Box::new(items), max_items: None, map_key: None }
-}
-fn string() -> Schema {
-    Schema::String { one_of: None }
-}
-fn one_of(values: &[&'static str]) -> Schema {
-    Schema::String { one_of: Some(values.to_vec()) }
-}
-
 /// Action names accepted by the schema (upstream's five plus the jobset-rs extensions).
 pub fn supported_actions() -> Vec<&'static str> {
     FailurePolicyAction::ALL.iter().map(|a| a.as_str()).collect()
@@ -254,115 +219,12 @@ fn spec_schema() -> Schema {
     )
 }
 
-/// The OpenAPI type name of a JSON value, as kube-openapi reports it.
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
-fn type_error(path: &str, v: &Value, want: &str) -> FieldError {
-    let got = type_name(v);
-    FieldError::type_invalid(path, &json!(got), format!("{path} in body must be of type {want}: {}", quote(got)))
-}
-
 fn schema_errors(obj: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(spec) = obj.get("spec").filter(|v| !v.is_null()) {
         check(spec, &spec_schema(), "spec", &mut errs);
     }
     errs
-}
-
-fn check(v: &Value, schema: &Schema, path: &str, errs: &mut Vec<FieldError>) {
-    match schema {
-        Schema::Object { props, required } => {
-            let Some(m) = v.as_object() else { return errs.push(type_error(path, v, "object")) };
-            for (key, sub) in props {
-                if let Some(child) = m.get(*key).filter(|c| !c.is_null()) {
-                    check(child, sub, &format!("{path}.{key}"), errs);
-                }
-            }
-            for key in *required {
-                if m.get(*key).is_none_or(Value::is_null) {
-                    errs.push(FieldError::required(format!("{path}.{key}"), ""));
-                }
-            }
-        }
-        Schema::OpenObject => {
-            if !v.is_object() {
-                errs.push(type_error(path, v, "object"));
-            }
-        }
-        Schema::Array { items, max_items, map_key } => {
-            let Some(list) = v.as_array() else { return errs.push(type_error(path, v, "array")) };
-            if let Some(max) = max_items.filter(|m| list.len() > *m) {
-                errs.push(FieldError::too_many(path, list.len(), max));
-            }
-            for (i, item) in list.iter().enumerate() {
-                check(item, items, &format!("{path}[{i}]"), errs);
-            }
-            if let Some(key) = map_key {
-                let mut seen = BTreeSet::new();
-                for (i, item) in list.iter().enumerate() {
-                    if let Some(k) = item.get(*key).and_then(Value::as_str)
-                        && !seen.insert(k)
-                    {
-                        errs.push(FieldError::duplicate(format!("{path}[{i}]"), &json!({ *key: k })));
-                    }
-                }
-            }
-        }
-        Schema::String { one_of } => match v.as_str() {
-            None => errs.push(type_error(path, v, "string")),
-            Some(s) => {
-                if let Some(values) = one_of.as_ref().filter(|vals| !vals.contains(&s)) {
-                    errs.push(FieldError::not_supported(path, v, values));
-                }
-            }
-        },
-        Schema::Int32 { minimum } => match v.as_i64() {
-            None => errs.push(type_error(path, v, "integer")),
-            Some(n) => {
-                if let Some(min) = minimum.filter(|m| n < *m) {
-                    errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{path} in body should be greater than or equal to {min}"),
-                    ));
-                } else if n < i32::MIN as i64 {
-                    errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{path} in body should be greater than or equal to {}", i32::MIN),
-                    ));
-                }
-                if n > MAX_INT32 {
-                    errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{path} in body should be less than or equal to {MAX_INT32}"),
-                    ));
-                }
-            }
-        },
-        Schema::Int => {
-            if v.as_i64().is_none() {
-                errs.push(type_error(path, v, "integer"));
-            }
-        }
-        Schema::Bool => {
-            if !v.is_boolean() {
-                errs.push(type_error(path, v, "boolean"));
-            }
-        }
-    }
 }
 
 /// Schema errors after which kube-apiserver does not evaluate CEL rules (`hasBlockingErr`).
