@@ -1,12 +1,12 @@
 //! AppWrapper admission is built in: upstream's validating webhook rejects bad AppWrappers on
 //! create, and changes of what it checked on update, with kube-apiserver's 422 Status.
 
-use axum::body::Body;
-use http::{Method, Request};
-use http_body_util::BodyExt;
+#[path = "common/admission.rs"]
+mod admission;
+use admission::{Causes, invalid_for, owned, send};
+use http::Method;
 use jobset_apiserver::ApiServer;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const APPWRAPPERS: &str = "/apis/workload.codeflare.dev/v1beta2/namespaces/default/appwrappers";
 const IMMUTABLE: &str = "Forbidden: attempt to change immutable field";
@@ -44,43 +44,9 @@ impl Aw {
     }
 }
 
-async fn send(app: &axum::Router, method: Method, uri: &str, body: &Value) -> (u16, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, serde_json::from_slice(&bytes).unwrap())
-}
-
-/// A Status's causes as (reason, field, message).
-type Causes = Vec<(String, String, String)>;
-
-/// Asserts a 422 Invalid Status for AppWrapper `name` and returns its causes.
+/// Asserts a 422 Invalid Status for the AppWrapper `name` and returns its causes.
 fn invalid(code: u16, status: &Value, name: &str) -> Causes {
-    assert_eq!(code, 422, "{status}");
-    assert_eq!(status["kind"], "Status");
-    assert_eq!(status["reason"], "Invalid", "{status}");
-    assert_eq!(status["details"]["group"], "workload.codeflare.dev", "{status}");
-    assert_eq!(status["details"]["kind"], "AppWrapper", "{status}");
-    assert_eq!(status["details"]["name"], name, "{status}");
-    status["details"]["causes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no causes: {status}"))
-        .iter()
-        .map(|c| {
-            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-            (s("reason"), s("field"), s("message"))
-        })
-        .collect()
-}
-
-fn owned(causes: &[(&str, &str, &str)]) -> Causes {
-    causes.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+    invalid_for(code, status, "workload.codeflare.dev", "AppWrapper", name)
 }
 
 #[tokio::test]

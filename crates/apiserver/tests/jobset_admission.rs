@@ -3,15 +3,15 @@
 
 mod common;
 
-use axum::body::Body;
 use common::{Transport, harness};
-use http::{Method, Request};
-use http_body_util::BodyExt;
+#[path = "common/admission.rs"]
+mod admission;
+use admission::{Causes, invalid_for, owned, send};
+use http::Method;
 use jobset_api::jobset::JobSet;
 use jobset_apiserver::ApiServer;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const JOBSETS: &str = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets";
 
@@ -32,40 +32,9 @@ fn jobset(name: &str) -> Value {
     })
 }
 
-async fn send(app: &axum::Router, method: Method, uri: &str, body: &Value) -> (u16, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let code = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (code, serde_json::from_slice(&bytes).unwrap())
-}
-
-/// Asserts a 422 Invalid Status for JobSet `name` and returns its causes as (reason, field, message).
-fn invalid(code: u16, status: &Value, name: &str) -> Vec<(String, String, String)> {
-    assert_eq!(code, 422, "{status}");
-    assert_eq!(status["kind"], "Status");
-    assert_eq!(status["reason"], "Invalid", "{status}");
-    assert_eq!(status["details"]["group"], "jobset.x-k8s.io", "{status}");
-    assert_eq!(status["details"]["kind"], "JobSet", "{status}");
-    assert_eq!(status["details"]["name"], name, "{status}");
-    status["details"]["causes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no causes: {status}"))
-        .iter()
-        .map(|c| {
-            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
-            (s("reason"), s("field"), s("message"))
-        })
-        .collect()
-}
-
-fn owned(causes: &[(&str, &str, &str)]) -> Vec<(String, String, String)> {
-    causes.iter().map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())).collect()
+/// Asserts a 422 Invalid Status for the JobSet `name` and returns its causes.
+fn invalid(code: u16, status: &Value, name: &str) -> Causes {
+    invalid_for(code, status, "jobset.x-k8s.io", "JobSet", name)
 }
 
 #[tokio::test]

@@ -8,6 +8,15 @@ pub mod nodelifecycle;
 pub mod pod_index;
 pub mod scheduler;
 
+/// What a reconcile of the JobSet or AppWrapper controller can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("kube API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Reconcile(String),
+}
+
 /// Publishes an event about `obj` (action `Reconciling`); a failure is only logged, as an event
 /// is never worth failing a reconcile for.
 pub(crate) async fn publish_event<K>(

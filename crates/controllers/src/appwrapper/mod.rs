@@ -40,13 +40,7 @@ use self::autopilot::NodeHealth;
 use self::resources::CreateError;
 use self::sync::{ComponentState, Created, Deletion, Observed, PodSummary, SyncInput, Timing};
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kube API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Reconcile(String),
-}
+pub use crate::Error;
 
 #[derive(Debug, Clone)]
 pub struct AppWrapperControllerConfig {

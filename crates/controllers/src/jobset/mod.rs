@@ -39,13 +39,7 @@ use self::sync::{Plan, SyncInput};
 use self::update::Metric;
 use crate::pod_index::PodIndex;
 
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("kube API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Reconcile(String),
-}
+pub use crate::Error;
 
 #[derive(Debug, Clone)]
 pub struct JobSetControllerConfig {
