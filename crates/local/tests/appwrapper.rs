@@ -384,6 +384,23 @@ async fn success_ttl_deletes_the_resources_of_a_succeeded_workload() {
 }
 
 #[tokio::test]
+async fn suspending_a_succeeded_workload_changes_nothing() {
+    let c = cluster(1).await;
+    let (api, history) = start(&c, AwBuilder::job("done", 1, json!({format!("{SIM}duration"): "50ms"})).build()).await;
+    wait_aw(&api, "done", "Succeeded", |a| phase(a) == Some(Succeeded)).await;
+    patch_aw(&api, "done", json!({"spec": {"suspend": true}})).await;
+    // Then a success TTL that has expired already: the reconcile that acts on it sees the
+    // suspend too, and deletes the resources for the TTL, not for Kueue.
+    patch_aw(&api, "done", json!({"metadata": {"annotations": {(SUCCESS_TTL_DURATION): "1ms"}}})).await;
+    let done =
+        wait_aw(&api, "done", "deleted", |a| a.condition(RESOURCES_DEPLOYED).is_some_and(|c| c.status == "False"))
+            .await;
+    assert_eq!(condition(&done, RESOURCES_DEPLOYED).2, "Time to live after success of 1ms expired");
+    assert_eq!(phases(&history.versions()), [Suspended, Resuming, Running, Succeeded]);
+    c.shutdown().await;
+}
+
+#[tokio::test]
 async fn deletion_on_failure_grace_keeps_the_failed_workload_for_debugging() {
     let c = cluster(1).await;
     let sim = json!({format!("{SIM}duration"): "50ms", format!("{SIM}exit-code"): "1"});

@@ -317,9 +317,9 @@ async fn create_component(
                 Err(e) => Err(CreateError::retryable(e.to_string())),
             }
         }
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 || s.code == 403 => {
-            Err(CreateError::fatal(s.message))
-        }
+        // Invalid is fatal, as upstream; so is a 400, which answers a malformed object that
+        // upstream rejects before sending. A 403 (quota, a terminating namespace) may clear: retry.
+        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => Err(CreateError::fatal(s.message)),
         Err(e) => Err(CreateError::retryable(e.to_string())),
     }
 }
