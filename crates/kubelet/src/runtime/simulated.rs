@@ -37,8 +37,15 @@
 //! agent's endpoint: on the barrier's path and port (from `STARTUP_PROBE_PATH`/`_PORT`, else
 //! the container's own startupProbe) 200 once lifted, else 503 after holding the answer up to the
 //! probe's timeout (a long poll, so the startup probe passes the moment the barrier lifts); 404
-//! on another path, no connection on another port. Main-container mode (`WORKER_COMMAND`) is not
-//! simulated: such a container fails to start.
+//! on another path, no connection on another port.
+//!
+//! In main-container mode (`WORKER_COMMAND`, the design doc's benchmark shape: one container runs
+//! the agent and the worker) the agent starts and stops a simulated worker instead of a shell
+//! command: each worker run resolves its duration and exit code from the annotations above as a
+//! regular container named `<container>/worker` would, attempts included, so `fail-attempts: 1`
+//! fails the first run only. With `KEEP_WATCH_ACROSS_RESTARTS=true` a group restart restarts the
+//! worker without restarting the container. Worker runs are counted in
+//! [`SimulationState::worker_runs`], since the pod's status does not show them.
 //!
 //! An attempt counts every earlier run of the same container of the same (namespace, owner,
 //! completion index), in-place restarts included; the counts live in a [`SimulationState`] shared
@@ -64,7 +71,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use jobset_agent::{Endpoint, NoWorker};
+use jobset_agent::{Endpoint, NoBarrier, NoWorker, Worker};
 use jobset_api::appwrapper::keys::APPWRAPPER_LABEL;
 use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
 use jobset_api::jobset::agent::runs_agent;
@@ -120,15 +127,35 @@ impl AttemptKey {
     }
 }
 
-/// Attempt counts shared by every simulated node of a process.
-#[derive(Debug, Clone, Default)]
+/// Attempt counts and worker runs shared by every simulated node of a process.
+#[derive(Debug, Clone)]
 pub struct SimulationState {
     attempts: Arc<Mutex<HashMap<AttemptKey, u32>>>,
+    workers: Arc<watch::Sender<WorkerRuns>>,
+}
+
+/// How many main-container-mode worker runs started, and how many of them ended with a non-zero
+/// exit code of their own (not stopped by the agent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerRuns {
+    pub started: u64,
+    pub failed: u64,
+}
+
+impl Default for SimulationState {
+    fn default() -> SimulationState {
+        SimulationState { attempts: Arc::default(), workers: Arc::new(watch::Sender::new(WorkerRuns::default())) }
+    }
 }
 
 impl SimulationState {
     pub fn new() -> SimulationState {
         SimulationState::default()
+    }
+
+    /// The worker runs of main-container-mode agents so far, updated as they start and fail.
+    pub fn worker_runs(&self) -> watch::Receiver<WorkerRuns> {
+        self.workers.subscribe()
     }
 
     /// Records a run and returns how many runs of `key` came before it.
@@ -416,23 +443,31 @@ impl SimulatedRuntime {
             )));
         };
         let cfg = agent_config(&req)?;
-        let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
-            jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
-        });
-        let (lift, lifted) = watch::channel(false);
-        let (id, kill, forget) = self.register(Some(BarrierProbe { endpoint, lifted }));
-        // A kill stops the agent at once (it has no worker to stop); a dropped switch is no kill.
-        let stop = async move {
+        // A kill stops the agent at once (a simulated worker stops at once too); a dropped switch
+        // is no kill.
+        let stop = |kill: oneshot::Receiver<Duration>| async move {
             match kill.await {
                 Ok(_) => KILLED_EXIT_CODE,
                 Err(_) => std::future::pending().await,
             }
         };
-        let task = tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop));
+        let (id, task, mode) = if cfg.worker.is_some() {
+            let worker = SimWorker::new(&req, self.state.clone())?;
+            let (id, kill, forget) = self.register(None);
+            (id, (tokio::spawn(jobset_agent::run(cfg, client, NoBarrier, Some(worker), stop(kill))), forget), "main-container mode")
+        } else {
+            let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
+                jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
+            });
+            let (lift, lifted) = watch::channel(false);
+            let (id, kill, forget) = self.register(Some(BarrierProbe { endpoint, lifted }));
+            (id, (tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop(kill))), forget), "sidecar")
+        };
+        let (task, forget) = task;
         let abort = AbortOnDrop(task.abort_handle());
         let log_path = req.log_path.clone();
         if let Some(p) = &log_path {
-            let line = format!("simulated container {name} started (in-place restart agent)");
+            let line = format!("simulated container {name} started (in-place restart agent, {mode})");
             append_log(p, &[cri_line(jiff::Timestamp::now(), "stdout", &line)]);
         }
         let exit = async move {
@@ -473,11 +508,70 @@ pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, Run
     let no_service_account = std::path::Path::new("/nonexistent/serviceaccount");
     let mut cfg = jobset_agent::AgentConfig::from_env(|k| env.get(k).cloned(), no_service_account)
         .map_err(|e| fail(e.to_string()))?;
-    if cfg.worker.is_some() {
-        return Err(fail("main-container mode (WORKER_COMMAND) is not simulated; run the agent as a sidecar".into()));
-    }
     cfg.container_name.get_or_insert_with(|| c.name.clone());
     Ok(cfg)
+}
+
+/// Main-container mode's worker, simulated: each run resolves what it does as a regular container
+/// named `<container>/worker` (see the module doc).
+struct SimWorker {
+    state: SimulationState,
+    key: AttemptKey,
+    settings: BTreeMap<String, String>,
+    index: Option<u32>,
+    job_index: Option<u32>,
+    name: String,
+    default_duration: Duration,
+    /// The running run: when it ends by itself (`None`: never) and its exit code.
+    run: Option<(Option<std::pin::Pin<Box<tokio::time::Sleep>>>, i32)>,
+}
+
+impl SimWorker {
+    fn new(req: &StartRequest, state: SimulationState) -> Result<SimWorker, RuntimeError> {
+        let name = format!("{}/worker", req.container.name);
+        let w = SimWorker {
+            key: AttemptKey::of(&req.pod, &name),
+            state,
+            settings: settings(&req.pod, &req.node.rules),
+            index: completion_index(&req.pod),
+            job_index: job_index(&req.pod),
+            name,
+            default_duration: req.default_run_duration,
+            run: None,
+        };
+        // Bad annotations fail the container's start, not a later worker run.
+        w.behaviour(0).map_err(|e| RuntimeError(format!("{PREFIX}: {e}")))?;
+        Ok(w)
+    }
+
+    fn behaviour(&self, attempt: u32) -> Result<Behaviour, String> {
+        let kind = ContainerKind::Regular;
+        resolve(&self.settings, self.index, self.job_index, &self.name, kind, attempt, self.default_duration)
+    }
+}
+
+impl Worker for SimWorker {
+    fn start(&mut self) -> std::io::Result<()> {
+        let b = self.behaviour(self.state.next_attempt(self.key.clone())).map_err(std::io::Error::other)?;
+        self.run = Some((b.duration.map(|d| Box::pin(tokio::time::sleep(d))), b.exit_code));
+        self.state.workers.send_modify(|r| r.started += 1);
+        Ok(())
+    }
+
+    async fn wait(&mut self) -> i32 {
+        let Some((Some(end), code)) = &mut self.run else { return std::future::pending().await };
+        end.as_mut().await;
+        let code = *code;
+        self.run = None;
+        if code != 0 {
+            self.state.workers.send_modify(|r| r.failed += 1);
+        }
+        code
+    }
+
+    async fn stop(&mut self) {
+        self.run = None;
+    }
 }
 
 /// `path` as the agent's endpoint compares it: without its query, with a leading `/`.
@@ -1005,10 +1099,10 @@ mod agent_tests {
         assert!(err.0.contains("container \"agent\"") && err.0.contains("JOBSET_NAME is required"), "{err}");
         let err = config_of(json!([
             {"name": "JOBSET_NAME", "value": "js"}, {"name": "POD_NAME", "value": "p"},
-            {"name": "WORKER_COMMAND", "value": "train"},
+            {"name": "WORKER_COMMAND", "value": "train"}, {"name": "STARTUP_PROBE_PORT", "value": "8081"},
         ]))
         .unwrap_err();
-        assert!(err.0.contains("main-container mode"), "{err}");
+        assert!(err.0.contains("container \"agent\"") && err.0.contains("WORKER_COMMAND"), "{err}");
         let err = config_of(json!([
             {"name": "JOBSET_NAME", "value": "js"},
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nope"}}},
@@ -1125,6 +1219,54 @@ mod agent_tests {
         assert_eq!(exit.exit_code, 1);
         assert_eq!(rt.running(), 0);
         assert!(rt.http_probe(&id, "/barrier-is-down", 8081, WAIT).is_none(), "gone with its container");
+    }
+
+    #[tokio::test]
+    async fn main_container_mode_restarts_its_simulated_worker_without_leaving_the_container() {
+        let c: Container = serde_json::from_value(json!({
+            "name": "trainer", "image": "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0",
+            "env": [
+                {"name": "JOBSET_NAME", "value": "train"}, {"name": "POD_NAME", "value": "train-w-0-0"},
+                {"name": "WORKER_COMMAND", "value": "python train.py"},
+                {"name": "KEEP_WATCH_ACROSS_RESTARTS", "value": "true"},
+            ],
+        }))
+        .unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "train-w-0-0", "namespace": NS, "annotations": {
+                "sim.jobset.x-k8s.io/duration": "forever",
+                "sim.jobset.x-k8s.io/fail-attempts": "1",
+                "sim.jobset.x-k8s.io/fail-duration": "10ms"}},
+            "spec": {"containers": [c]}
+        }))
+        .unwrap();
+        let client = server_with_jobset(&pod).await;
+        let state = SimulationState::new();
+        let runs = state.worker_runs();
+        let rt = SimulatedRuntime::new(state).with_agent_client(client.clone());
+        let started = rt.start(StartRequest { kind: ContainerKind::Regular, ..request(pod, c) }).await.unwrap();
+        let runs_reach = |want: WorkerRuns| {
+            let mut runs = runs.clone();
+            async move {
+                let seen = tokio::time::timeout(WAIT, runs.wait_for(|r| *r == want)).await.is_ok();
+                assert!(seen, "worker runs never reached {want:?}: {:?}", *runs.borrow());
+            }
+        };
+
+        // Held until attempt 0 is current; then the first run fails by itself.
+        announced(&client, "0").await;
+        assert_eq!(*runs.borrow(), WorkerRuns::default());
+        set_status(&client, json!({"currentInPlaceRestartAttempt": 0})).await;
+        runs_reach(WorkerRuns { started: 1, failed: 1 }).await;
+        // The agent stays, announces the next attempt and restarts the worker once it is current.
+        announced(&client, "1").await;
+        set_status(&client, json!({"currentInPlaceRestartAttempt": 1, "previousInPlaceRestartAttempt": 0})).await;
+        runs_reach(WorkerRuns { started: 2, failed: 1 }).await;
+        assert_eq!(rt.running(), 1, "the container still runs");
+
+        rt.kill(&started.id, Duration::from_secs(30));
+        let exit = tokio::time::timeout(WAIT, started.exit).await.expect("the agent stopped");
+        assert_eq!(exit.exit_code, KILLED_EXIT_CODE);
     }
 
     #[tokio::test]
