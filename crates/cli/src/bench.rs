@@ -77,9 +77,10 @@ pub enum BenchCommand {
         progress: Option<Duration>,
     },
     /// In-place restart: for each pod count, a JobSet (`InPlaceRestart`, every pod with the
-    /// agent sidecar, run by the simulated runtime with the real agent logic) from create to all
-    /// workers past the barrier, then one worker fails and every pod restarts in place; then the
-    /// same JobSet with `Recreate` for comparison. Both with kube-apiserver's in-flight limits.
+    /// agent, run by the simulated runtime with the real agent logic) from create to all
+    /// workers past the barrier, then one worker fails and every pod restarts in place: once with
+    /// the agent as a sidecar, once in main-container mode keeping its watch; then the same
+    /// JobSet with `Recreate` for comparison. All with kube-apiserver's in-flight limits.
     /// First, an in-place restart of process-runtime pods (`jobset agent`, shell workers).
     InPlace {
         /// Pod counts, each on a fresh cluster.
@@ -109,6 +110,9 @@ pub enum BenchCommand {
         /// Skip the `Recreate` comparison.
         #[arg(long)]
         no_recreate: bool,
+        /// Where the agent runs, each measured in turn.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "sidecar,main-container")]
+        modes: Vec<in_place::Mode>,
     },
     /// AppWrapper: for each pod count, an AppWrapper wrapping one Indexed Job on simulated
     /// nodes, from create to all pods running, then one pod fails and the whole workload is
@@ -178,6 +182,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             process_pods,
             process_fail_after,
             no_recreate,
+            modes,
         } => {
             let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
             in_place_bench(
@@ -187,7 +192,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
                 (fail_after, process_fail_after),
                 limits,
                 process_pods,
-                !no_recreate,
+                (&modes, !no_recreate),
             )
             .await
         }
@@ -1111,7 +1116,7 @@ async fn in_place_bench(
     (fail_after, process_fail_after): (Duration, Duration),
     limits: Limits,
     process_pods: i32,
-    recreate: bool,
+    (modes, recreate): (&[in_place::Mode], bool),
 ) -> anyhow::Result<()> {
     let limit = |n: Option<usize>| n.map_or("unlimited".to_string(), |n| n.to_string());
     println!(
@@ -1122,20 +1127,23 @@ async fn in_place_bench(
     );
     // Processes first: forking from a process that grew to gigabytes in the simulated runs
     // (page tables, copy-on-write faults) would slow the process runtime down.
-    let process = match process_pods {
-        0 => None,
-        n => {
+    let mut process = vec![];
+    if process_pods > 0 {
+        for &mode in modes {
             println!();
-            Some(in_place::process(n, limits, process_fail_after).await?)
+            process.push((mode, in_place::process(process_pods, limits, process_fail_after, mode).await?));
         }
-    };
+    }
     let mut rows = vec![];
     for &pods in sizes {
         let jobs = (pods / pods_per_job).max(1);
         let ppj = pods / jobs;
         let nodes = ((jobs * ppj) / pods_per_node.max(1)).max(1) as usize;
         println!("\n{} pods: {jobs} Jobs x {ppj} pods on {nodes} simulated nodes", jobs * ppj);
-        let in_place = in_place::simulated(jobs, ppj, nodes, limits, fail_after).await?;
+        let mut in_place = vec![];
+        for &mode in modes {
+            in_place.push((mode, in_place::simulated(jobs, ppj, nodes, limits, fail_after, mode).await?));
+        }
         let recreate = match recreate {
             true => Some(jobset_restart("Recreate", jobs, ppj, nodes, None, limits).await?),
             false => None,
@@ -1169,11 +1177,13 @@ async fn in_place_bench(
             f.rss_mb
         );
     };
-    for (pods, f, r) in &rows {
-        row(*pods, "simulated", f, r.as_ref());
+    for (pods, modes, r) in &rows {
+        for (mode, f) in modes {
+            row(*pods, &format!("simulated, {}", mode.label()), f, r.as_ref());
+        }
     }
-    if let Some(f) = &process {
-        row(process_pods, "process", f, None);
+    for (mode, f) in &process {
+        row(process_pods, &format!("process, {}", mode.label()), f, None);
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use anyhow::Context;
 use futures::StreamExt;
 use jobset_api::jobset::agent::AGENT_IMAGE;
 use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use jobset_kubelet::runtime::simulated::WorkerRuns;
 use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -48,6 +49,45 @@ fn pod_spec(worker: Value) -> Value {
         ]
     });
     json!({"terminationGracePeriodSeconds": 0, "initContainers": [agent], "containers": [worker]})
+}
+
+/// Where each pod's agent runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Mode {
+    /// Upstream's sidecar mode: the agent is a sidecar, the worker a container of its own.
+    Sidecar,
+    /// Main-container mode keeping its watch across restarts (`WORKER_COMMAND`,
+    /// `KEEP_WATCH_ACROSS_RESTARTS=true`): one container runs the agent and, as its child, the
+    /// worker, as in the design doc's benchmark prototype; a group restart restarts workers, not
+    /// containers.
+    MainContainer,
+}
+
+impl Mode {
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Mode::Sidecar => "sidecar",
+            Mode::MainContainer => "main container, keep watch",
+        }
+    }
+}
+
+/// The pod template of main-container mode: the agent runs `command` itself, with `env` too.
+fn main_container_spec(command: &str, env: &[Value]) -> Value {
+    let mut all = vec![
+        json!({"name": "JOBSET_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/jobset-name']"}}}),
+        json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+        json!({"name": "WORKER_COMMAND", "value": command}),
+        json!({"name": "KEEP_WATCH_ACROSS_RESTARTS", "value": "true"}),
+    ];
+    all.extend_from_slice(env);
+    json!({"terminationGracePeriodSeconds": 0, "containers": [{
+        "name": "trainer",
+        "image": format!("{AGENT_IMAGE}:v0.11.0"),
+        "restartPolicy": "Never",
+        "restartPolicyRules": worker_rules(),
+        "env": all
+    }]})
 }
 
 /// A JobSet of `jobs` Jobs × `pods_per_job` pods restarting in place.
@@ -161,6 +201,8 @@ struct Follow {
     marks: Vec<(String, Instant)>,
     /// Every pod uid ever seen.
     uids: BTreeSet<String>,
+    /// Main-container mode: the simulated worker runs (the pods' status does not show them).
+    worker_runs: Option<WorkerRuns>,
 }
 
 impl Follow {
@@ -210,7 +252,16 @@ impl Follow {
         if self.announced[1] > 0 {
             self.mark("first agent announced attempt 1".into(), now);
         }
-        if failed {
+        // Main-container mode: every worker started once, then once more after the failure, the
+        // agent starting each only once its attempt is current.
+        if let Some(r) = self.worker_runs {
+            for attempt in [0, 1] {
+                if r.started >= (attempt + 1) * total as u64 {
+                    self.mark(all_at(total, attempt as u32), now);
+                }
+            }
+        }
+        if failed || self.worker_runs.is_some_and(|r| r.failed > 0) {
             self.mark(FAILURE.into(), now);
         }
         if let Some(c) = self.current {
@@ -228,17 +279,20 @@ fn all_at(total: usize, attempt: u32) -> String {
     format!("all {total} workers running past the barrier at attempt {attempt}")
 }
 
-/// Follows the pods of JobSet `name` and its status into `follow`, bumping `tx` after each event.
+/// Follows the pods of JobSet `name`, its status and the simulated worker runs (main-container
+/// mode) into `follow`, bumping `tx` after each event.
 fn track(
     client: kube::Client,
     name: &str,
     total: usize,
+    worker_runs: Option<tokio::sync::watch::Receiver<WorkerRuns>>,
     follow: Arc<Mutex<Follow>>,
     tx: tokio::sync::watch::Sender<()>,
 ) -> tokio::task::JoinHandle<()> {
     enum Seen {
         Pod(Box<watcher::Event<BenchPod>>),
         JobSet(Box<watcher::Event<DynamicObject>>),
+        Workers(WorkerRuns),
     }
     let pods = watcher(
         Api::<BenchPod>::default_namespaced(client.clone()),
@@ -252,7 +306,11 @@ fn track(
     )
     .default_backoff()
     .filter_map(|e| async move { e.ok().map(|e| Seen::JobSet(Box::new(e))) });
-    let mut events = futures::stream::select(pods.boxed(), jobsets.boxed());
+    let workers = match worker_runs {
+        Some(rx) => tokio_stream::wrappers::WatchStream::new(rx).map(Seen::Workers).boxed(),
+        None => futures::stream::pending().boxed(),
+    };
+    let mut events = futures::stream::select_all([pods.boxed(), jobsets.boxed(), workers]);
     tokio::spawn(async move {
         use watcher::Event::{Apply, Delete, InitApply};
         while let Some(ev) = events.next().await {
@@ -271,6 +329,7 @@ fn track(
                     Delete(p) => f.set(p.metadata.uid.clone().unwrap_or_default(), None),
                     _ => {}
                 },
+                Seen::Workers(r) => f.worker_runs = Some(r),
                 Seen::JobSet(e) => {
                     if let Apply(js) | InitApply(js) = *e {
                         let st = |k: &str| js.data.pointer(&format!("/status/{k}")).and_then(Value::as_i64);
@@ -325,13 +384,14 @@ async fn measure(
     server: &Arc<jobset_apiserver::ApiServer>,
     js: DynamicObject,
     total: usize,
+    worker_runs: Option<tokio::sync::watch::Receiver<WorkerRuns>>,
     limit: Duration,
 ) -> anyhow::Result<InPlaceFigures> {
     let client = server.client();
     let name = js.metadata.name.clone().unwrap_or_default();
     let follow = Arc::new(Mutex::new(Follow::default()));
     let (tx, mut rx) = tokio::sync::watch::channel(());
-    let tracking = track(client.clone(), &name, total, follow.clone(), tx);
+    let tracking = track(client.clone(), &name, total, worker_runs, follow.clone(), tx);
     let jobsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &super::jobset_resource());
     let created = Instant::now();
     jobsets.create(&PostParams::default(), &js).await?;
@@ -385,11 +445,16 @@ pub(super) async fn simulated(
     nodes: usize,
     limits: Limits,
     fail_after: Duration,
+    mode: Mode,
 ) -> anyhow::Result<InPlaceFigures> {
     let server = super::server_with(Box::new(jobset_apiserver::persist::Memory), limits)?;
     let cluster = LocalCluster::start(server.clone(), LocalConfig::with_nodes(nodes)).await;
     let worker = json!({"name": WORKER, "image": "registry.example.com/ml/trainer:2026.11",
                         "restartPolicy": "Never", "restartPolicyRules": worker_rules()});
+    let (spec, worker_runs) = match mode {
+        Mode::Sidecar => (pod_spec(worker), None),
+        Mode::MainContainer => (main_container_spec("python train.py", &[]), Some(cluster.simulation.worker_runs())),
+    };
     let annotations = json!({
         "sim.jobset.x-k8s.io/duration": "forever",
         "sim.jobset.x-k8s.io/fail-job-indexes": "0",
@@ -397,17 +462,24 @@ pub(super) async fn simulated(
         "sim.jobset.x-k8s.io/fail-attempts": "1",
         "sim.jobset.x-k8s.io/fail-duration": format!("{}ms", fail_after.as_millis()),
     });
-    let js = jobset("bench-in-place", jobs, pods_per_job, annotations, pod_spec(worker))?;
-    println!("InPlaceRestart: {} simulated pods, each with the agent", jobs * pods_per_job);
-    let figures = measure(&server, js, (jobs * pods_per_job) as usize, Duration::from_secs(300)).await;
+    let js = jobset("bench-in-place", jobs, pods_per_job, annotations, spec)?;
+    println!("InPlaceRestart: {} simulated pods, each with the agent ({})", jobs * pods_per_job, mode.label());
+    let figures = measure(&server, js, (jobs * pods_per_job) as usize, worker_runs, Duration::from_secs(300)).await;
     cluster.shutdown().await;
     figures
 }
 
-/// In-place group restart of `pods` process-runtime pods on one node (`jobset agent` sidecars
-/// talking HTTPS with pod-bound tokens, shell workers); one worker fails once, `fail_after` after
-/// it started, keeping a marker in an emptyDir (which survives in-place restarts).
-pub(super) async fn process(pods: i32, limits: Limits, fail_after: Duration) -> anyhow::Result<InPlaceFigures> {
+/// In-place group restart of `pods` process-runtime pods on one node (`jobset agent` talking
+/// HTTPS with pod-bound tokens, shell workers); one worker fails once, `fail_after` after it
+/// started, keeping a marker in an emptyDir (which survives in-place restarts). In main-container
+/// mode the workers are the agents' children, invisible in the pods' status: each worker start
+/// and failure appends a line to a hostPath file that the benchmark follows.
+pub(super) async fn process(
+    pods: i32,
+    limits: Limits,
+    fail_after: Duration,
+    mode: Mode,
+) -> anyhow::Result<InPlaceFigures> {
     let dir = tempfile::Builder::new().prefix("jobset-bench-").tempdir()?;
     let opts = crate::cluster::ClusterOptions {
         data_dir: None,
@@ -431,25 +503,76 @@ pub(super) async fn process(pods: i32, limits: Limits, fail_after: Duration) -> 
     };
     let embedded = crate::cluster::start(&opts).await?;
     let server = embedded.server().context("the embedded cluster")?;
+    let runs_file = dir.path().join("worker-runs");
+    std::fs::write(&runs_file, "")?;
+    let (log_start, log_fail) = match mode {
+        Mode::Sidecar => ("", ""),
+        Mode::MainContainer => ("echo s >> /bench/worker-runs; ", "echo f >> /bench/worker-runs; "),
+    };
     let script = format!(
-        "if [ \"$JOB_INDEX\" = 0 ] && [ \"$JOB_COMPLETION_INDEX\" = 0 ] && [ ! -f /state/failed ]; then \
-           sleep {}; touch /state/failed; exit 1; fi; exec sleep 100000",
+        "{log_start}if [ \"$JOB_INDEX\" = 0 ] && [ \"$JOB_COMPLETION_INDEX\" = 0 ] && [ ! -f /state/failed ]; then \
+           sleep {}; touch /state/failed; {log_fail}exit 1; fi; exec sleep 100000",
         fail_after.as_secs_f64()
     );
-    let worker = json!({
-        "name": WORKER, "image": "busybox", "command": ["sh", "-c", script],
-        "restartPolicy": "Never", "restartPolicyRules": worker_rules(),
-        "env": [
-            {"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}}},
-            {"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
-        ],
-        "volumeMounts": [{"name": "state", "mountPath": "/state"}]
-    });
-    let mut spec = pod_spec(worker);
-    spec["volumes"] = json!([{"name": "state", "emptyDir": {}}]);
+    let env = [
+        json!({"name": "JOB_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/job-index']"}}}),
+        json!({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}),
+    ];
+    let (mut spec, worker_runs) = match mode {
+        Mode::Sidecar => {
+            let worker = json!({
+                "name": WORKER, "image": "busybox", "command": ["sh", "-c", script],
+                "restartPolicy": "Never", "restartPolicyRules": worker_rules(), "env": env,
+                "volumeMounts": [{"name": "state", "mountPath": "/state"}]
+            });
+            (pod_spec(worker), None)
+        }
+        Mode::MainContainer => {
+            let mut spec = main_container_spec(&script, &env);
+            spec["containers"][0]["volumeMounts"] =
+                json!([{"name": "state", "mountPath": "/state"}, {"name": "bench", "mountPath": "/bench"}]);
+            (spec, Some(follow_worker_runs(runs_file)))
+        }
+    };
+    let mut volumes = vec![json!({"name": "state", "emptyDir": {}})];
+    if mode == Mode::MainContainer {
+        volumes.push(
+            json!({"name": "bench", "hostPath": {"path": dir.path().display().to_string(), "type": "Directory"}}),
+        );
+    }
+    spec["volumes"] = json!(volumes);
     let js = jobset("bench-in-place-process", 1, pods, json!({}), spec)?;
-    println!("InPlaceRestart: {pods} process-runtime pods on one node (jobset agent sidecars, sh workers)");
-    let figures = measure(&server, js, pods as usize, Duration::from_secs(120)).await;
+    println!("InPlaceRestart: {pods} process-runtime pods on one node (jobset agent, {}, sh workers)", mode.label());
+    let figures =
+        measure(&server, js, pods as usize, worker_runs.as_ref().map(|(rx, _)| rx.clone()), Duration::from_secs(120))
+            .await;
+    drop(worker_runs);
     embedded.shutdown().await?;
     figures
+}
+
+/// Follows `file`, a line per worker start (`s`) or failure (`f`), polling it every 2 ms (a
+/// benchmark, not a test: the resolution is part of the figure). Stops with the returned guard.
+fn follow_worker_runs(file: std::path::PathBuf) -> (tokio::sync::watch::Receiver<WorkerRuns>, AbortOnDrop) {
+    let (tx, rx) = tokio::sync::watch::channel(WorkerRuns::default());
+    let task = tokio::spawn(async move {
+        loop {
+            if let Ok(text) = tokio::fs::read_to_string(&file).await {
+                let count = |c: &str| text.lines().filter(|l| *l == c).count() as u64;
+                let runs = WorkerRuns { started: count("s"), failed: count("f") };
+                tx.send_if_modified(|r| std::mem::replace(r, runs) != runs);
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    (rx, AbortOnDrop(task.abort_handle()))
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

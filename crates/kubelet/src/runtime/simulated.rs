@@ -454,7 +454,11 @@ impl SimulatedRuntime {
         let (id, task, mode) = if cfg.worker.is_some() {
             let worker = SimWorker::new(&req, self.state.clone())?;
             let (id, kill, forget) = self.register(None);
-            (id, (tokio::spawn(jobset_agent::run(cfg, client, NoBarrier, Some(worker), stop(kill))), forget), "main-container mode")
+            (
+                id,
+                (tokio::spawn(jobset_agent::run(cfg, client, NoBarrier, Some(worker), stop(kill))), forget),
+                "main-container mode",
+            )
         } else {
             let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
                 jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
