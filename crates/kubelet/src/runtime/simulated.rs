@@ -27,7 +27,7 @@
 //!
 //! **The in-place restart agent.** A container that runs the agent
 //! ([`jobset_api::jobset::agent::runs_agent`]: the agent image, `jobset agent`, or the env vars
-//! `JOBSET_NAME` and `POD_NAME`) runs the real agent logic ([`jobset_agent::run`], sidecar mode)
+//! `JOBSET_NAME` and `POD_NAME`) runs the real agent logic ([`jobset_agent::run`])
 //! in-process instead of a timer; the annotations above do not apply to it. It is configured from
 //! the container's `env` as the `jobset agent` command would be ([`agent_config`]; the namespace
 //! defaults to the pod's) and talks to the API server through the client given with
@@ -451,23 +451,20 @@ impl SimulatedRuntime {
                 Err(_) => std::future::pending().await,
             }
         };
-        let (id, task, mode) = if cfg.worker.is_some() {
+        let (id, task, forget, mode) = if cfg.worker.is_some() {
             let worker = SimWorker::new(&req, self.state.clone())?;
             let (id, kill, forget) = self.register(None);
-            (
-                id,
-                (tokio::spawn(jobset_agent::run(cfg, client, NoBarrier, Some(worker), stop(kill))), forget),
-                "main-container mode",
-            )
+            let task = tokio::spawn(jobset_agent::run(cfg, client, NoBarrier, Some(worker), stop(kill)));
+            (id, task, forget, "main-container mode")
         } else {
             let endpoint = cfg.barrier.clone().unwrap_or_else(|| {
                 jobset_agent::config::barrier_endpoint_from_pod(&req.pod, cfg.container_name.as_deref()).endpoint()
             });
             let (lift, lifted) = watch::channel(false);
             let (id, kill, forget) = self.register(Some(BarrierProbe { endpoint, lifted }));
-            (id, (tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop(kill))), forget), "sidecar")
+            let task = tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop(kill)));
+            (id, task, forget, "sidecar")
         };
-        let (task, forget) = task;
         let abort = AbortOnDrop(task.abort_handle());
         let log_path = req.log_path.clone();
         if let Some(p) = &log_path {
