@@ -506,19 +506,8 @@ mod tests {
             "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
             "status": {"phase": phase},
         });
-        merge(&mut v, extra);
+        json_patch::merge(&mut v, &extra);
         serde_json::from_value(v).unwrap()
-    }
-
-    fn merge(into: &mut Value, patch: Value) {
-        match (into, patch) {
-            (Value::Object(a), Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (slot, v) => *slot = v,
-        }
     }
 
     #[test]

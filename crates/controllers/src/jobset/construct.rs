@@ -211,19 +211,8 @@ mod tests {
             "status": {"restarts": 2, "replicatedJobsStatus": [{"name": "workers", "ready": 0, "succeeded": 0,
                 "failed": 0, "active": 0, "suspended": 0, "jobRestarts": [0, 4, 0], "restarts": 1}]}
         });
-        merge(&mut v, extra);
+        json_patch::merge(&mut v, &extra);
         serde_json::from_value(v).unwrap()
-    }
-
-    fn merge(a: &mut Value, b: Value) {
-        match (a, b) {
-            (Value::Object(a), Value::Object(b)) => {
-                for (k, v) in b {
-                    merge(a.entry(k).or_insert(Value::Null), v);
-                }
-            }
-            (a, b) => *a = b,
-        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ fn node(name: &str, extra: Value) -> Node {
         "spec": {},
         "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
     });
-    merge(&mut v, extra);
+    json_patch::merge(&mut v, &extra);
     serde_json::from_value(v).unwrap()
 }
 
@@ -17,24 +17,8 @@ fn pod(name: &str, extra: Value) -> Pod {
         "metadata": {"name": name, "namespace": "default", "labels": {"app": name}},
         "spec": {"containers": [{"name": "c", "image": "i"}]},
     });
-    merge(&mut v, extra);
+    json_patch::merge(&mut v, &extra);
     serde_json::from_value(v).unwrap()
-}
-
-/// JSON merge patch semantics, enough to build fixtures.
-fn merge(into: &mut Value, patch: Value) {
-    match (into, patch) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                if v.is_null() {
-                    a.remove(&k);
-                } else {
-                    merge(a.entry(k).or_insert(Value::Null), v);
-                }
-            }
-        }
-        (slot, v) => *slot = v,
-    }
 }
 
 fn requests(r: Value) -> Value {
@@ -42,7 +26,7 @@ fn requests(r: Value) -> Value {
 }
 
 fn on(node: &str, mut extra: Value) -> Value {
-    merge(&mut extra, json!({"spec": {"nodeName": node}}));
+    json_patch::merge(&mut extra, &json!({"spec": {"nodeName": node}}));
     extra
 }
 
@@ -200,7 +184,7 @@ fn node_selector_and_required_node_affinity() {
             "selector and affinity both apply",
             {
                 let mut v = affinity(json!([{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]));
-                merge(&mut v, json!({"spec": {"nodeSelector": {"zone": "b"}}}));
+                json_patch::merge(&mut v, &json!({"spec": {"nodeSelector": {"zone": "b"}}}));
                 v
             },
             false,
@@ -330,12 +314,12 @@ fn resources_against_allocatable() {
             vec![
                 pod("done", {
                     let mut v = on("n1", requests(json!({"nvidia.com/gpu": "2"})));
-                    merge(&mut v, json!({"status": {"phase": "Succeeded"}}));
+                    json_patch::merge(&mut v, &json!({"status": {"phase": "Succeeded"}}));
                     v
                 }),
                 pod("failed", {
                     let mut v = on("n1", requests(json!({"nvidia.com/gpu": "2"})));
-                    merge(&mut v, json!({"status": {"phase": "Failed"}}));
+                    json_patch::merge(&mut v, &json!({"status": {"phase": "Failed"}}));
                     v
                 }),
             ],
@@ -387,7 +371,7 @@ fn pod_affinity(kind: &str, selector: Value, topology_key: &str) -> Value {
 }
 
 fn labelled(name: &str, labels: Value, node: &str, mut extra: Value) -> Pod {
-    merge(&mut extra, json!({"metadata": {"labels": labels}, "spec": {"nodeName": node}}));
+    json_patch::merge(&mut extra, &json!({"metadata": {"labels": labels}, "spec": {"nodeName": node}}));
     pod(name, extra)
 }
 
@@ -449,7 +433,7 @@ fn pod_affinity_follows_matching_pods_and_lets_the_first_of_a_group_start() {
     assert_eq!(check(&p, &nodes[2], &[], &nodes), Err(Unfit::PodAffinity));
     let first = pod("db-0", {
         let mut v = pod_affinity("podAffinity", db.clone(), "zone");
-        merge(&mut v, json!({"metadata": {"labels": {"app": "db"}}}));
+        json_patch::merge(&mut v, &json!({"metadata": {"labels": {"app": "db"}}}));
         v
     });
     assert_eq!(check(&first, &nodes[2], &[], &nodes), Ok(()));
@@ -460,7 +444,7 @@ fn pod_affinity_follows_matching_pods_and_lets_the_first_of_a_group_start() {
     let mut v = pod_affinity("podAffinity", json!({"matchLabels": {"app": "w"}}), "zone");
     v["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["matchLabelKeys"] =
         json!(["group"]);
-    merge(&mut v, json!({"metadata": {"labels": group("b")}}));
+    json_patch::merge(&mut v, &json!({"metadata": {"labels": group("b")}}));
     let b = pod("w-b", v);
     assert_eq!(check(&b, &nodes[2], &placed, &nodes), Err(Unfit::PodAffinity), "group a's zone");
     assert_eq!(check(&b, &nodes[1], &placed, &nodes), Ok(()), "group b's zone");
@@ -514,7 +498,7 @@ fn the_first_failing_filter_is_reported() {
     );
     let p = pod("p", {
         let mut v = requests(json!({"cpu": "2"}));
-        merge(&mut v, json!({"spec": {"nodeSelector": {"x": "y"}}}));
+        json_patch::merge(&mut v, &json!({"spec": {"nodeSelector": {"x": "y"}}}));
         v
     });
     assert_eq!(check(&p, &n, &[], &[]), Err(Unfit::Unschedulable));
@@ -570,7 +554,7 @@ fn cluster_add_accounts_for_assumed_pods_and_updates_affinity_counts() {
     // Anti-affinity counts cached by an earlier decision see pods added afterwards.
     let spread = |name: &str| {
         let mut v = pod_affinity("podAntiAffinity", json!({"matchLabels": {"app": "s"}}), HOSTNAME_LABEL);
-        merge(&mut v, json!({"metadata": {"labels": {"app": "s"}}}));
+        json_patch::merge(&mut v, &json!({"metadata": {"labels": {"app": "s"}}}));
         pod(name, v)
     };
     let (s1, s2, s3) = (spread("s1"), spread("s2"), spread("s3"));
@@ -694,7 +678,7 @@ fn preferred_node_affinity_picks_the_node_with_the_most_matching_weight() {
             "a preferred node that does not fit is not taken",
             {
                 let mut v = preferring(json!([prefer(100, "zone", "In", &["z"])]));
-                merge(&mut v, json!({"spec": {"nodeSelector": {"disk": "hdd"}}}));
+                json_patch::merge(&mut v, &json!({"spec": {"nodeSelector": {"disk": "hdd"}}}));
                 v
             },
             "a",
@@ -717,7 +701,7 @@ fn node_affinity_counts_twice_least_allocated_after_normalisation() {
     let busy = pod("busy", on("loaded", requests(json!({"cpu": "3"}))));
     let p = |w1: i32, w2: i32| {
         let mut v = preferring(json!([prefer(w1, "tier", "In", &["p1"]), prefer(w2, "tier", "In", &["p2"])]));
-        merge(&mut v, requests(json!({"cpu": "1"})));
+        json_patch::merge(&mut v, &requests(json!({"cpu": "1"})));
         pod("p", v)
     };
     let cases = [
@@ -759,7 +743,7 @@ fn autopilot_anti_affinities_keep_pods_off_flagged_nodes() {
     assert_eq!(schedule(&pod("p", required(&["EVICT"])), &refs, &[]), Ok("b-testing".into()));
     // With the PreferNoSchedule term as upstream injects it, the healthy node wins over WARN.
     let mut v = required(&["TESTING", "EVICT"]);
-    merge(&mut v, preferring(json!([prefer(50, HEALTH, "NotIn", &["WARN"])])));
+    json_patch::merge(&mut v, &preferring(json!([prefer(50, HEALTH, "NotIn", &["WARN"])])));
     assert_eq!(schedule(&pod("p", v.clone()), &refs, &[]), Ok("d-ok".into()));
     // Only flagged nodes left: WARN is used, EVICT and TESTING never.
     assert_eq!(schedule(&pod("p", v.clone()), &refs[..3], &[]), Ok("c-warn".into()));
