@@ -8,9 +8,10 @@ use futures::StreamExt;
 use jobset_api::jobset::JobSet;
 use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::core::Request;
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::backoff::JitteredBackoff;
@@ -34,7 +35,7 @@ pub async fn run<B: Barrier, W: Worker>(
 ) -> i32 {
     let policy = Policy { exit_code: cfg.exit_code, keep_watch: cfg.worker.as_ref().is_some_and(|w| w.keep_watch) };
     let mut state = State::initial(worker.is_some());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
+    let pods = PodWriter { client: client.clone(), request: Request::new(Pod::url_path(&(), Some(&cfg.namespace))) };
     let jobsets: Api<JobSet> = Api::namespaced(client, &cfg.namespace);
     // Only its own JobSet: a namespace may hold many, each with thousands of agents.
     let selector = format!("metadata.name={}", cfg.jobset_name);
@@ -97,7 +98,7 @@ async fn shut_down<W: Worker>(code: i32, worker: Option<W>) -> i32 {
 async fn execute<B: Barrier, W: Worker>(
     actions: &[Action],
     cfg: &AgentConfig,
-    pods: &Api<Pod>,
+    pods: &PodWriter,
     barrier: &mut B,
     worker: &mut Option<W>,
 ) -> Option<i32> {
@@ -130,8 +131,22 @@ async fn execute<B: Barrier, W: Worker>(
     None
 }
 
+/// Writes the agent's own pod. The server's reply (the whole pod) is not parsed: thousands of
+/// agents announce an attempt at once, and parsing each pod back cost more than building the patch.
+struct PodWriter {
+    client: Client,
+    request: Request,
+}
+
+impl PodWriter {
+    async fn patch(&self, name: &str, params: &PatchParams, patch: &Patch<&serde_json::Value>) -> kube::Result<()> {
+        let req = self.request.patch(name, params, patch).map_err(kube::Error::BuildRequest)?;
+        self.client.request_text(req).await.map(drop)
+    }
+}
+
 /// Server-side applies the attempt annotation, retrying until it is written.
-async fn annotate(pods: &Api<Pod>, pod: &str, attempt: i32, backoff: BackoffConfig) {
+async fn annotate(pods: &PodWriter, pod: &str, attempt: i32, backoff: BackoffConfig) {
     let patch = json!({
         "apiVersion": "v1",
         "kind": "Pod",

@@ -403,6 +403,8 @@ pub fn update(
     let mut new = body;
     if def.has_status() {
         match old.get("status") {
+            // A patch leaves the status as it was: no copy then.
+            Some(s) if new.get("status") == Some(s) => {}
             Some(s) => new["status"] = s.clone(),
             None => {
                 new.as_object_mut().map(|o| o.remove("status"));
@@ -597,14 +599,14 @@ pub fn patch(
         }
         PatchType::Json => json_patch(&mut doc, &patch)?,
         PatchType::Strategic => {
-            doc = crate::strategic_merge::apply(&def.kind, &doc, &patch)
+            doc = crate::strategic_merge::apply(&def.kind, doc, patch)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
         // Field ownership is not tracked: applying merges the configuration into the live object
         // (by merge keys for built-ins), so fields a manager stops applying are left in place.
         PatchType::Apply { .. } => {
             doc = if def.builtin {
-                crate::strategic_merge::apply(&def.kind, &doc, &patch)
+                crate::strategic_merge::apply(&def.kind, doc, patch)
                     .map_err(|e| ApiError::bad_request(e.to_string()))?
             } else {
                 let mut d = doc;

@@ -52,24 +52,24 @@ const DELETE_FROM_PRIMITIVE_LIST: &str = "$deleteFromPrimitiveList";
 /// (e.g. `"Pod"`, `"Job"`; matched case-insensitively). Kinds without list merge metadata
 /// (ConfigMap, Secret, Lease, Event, unknown kinds, ...) still get `metadata` handling; all
 /// their other maps merge and lists are replaced.
-pub fn apply(kind: &str, original: &Value, patch: &Value) -> std::result::Result<Value, StrategicMergeError> {
+pub fn apply(kind: &str, original: Value, patch: Value) -> std::result::Result<Value, StrategicMergeError> {
     let Value::Object(patch) = patch else {
         return Err(StrategicMergeError::new(format!(
             "strategic merge patch must be a JSON object, got {}",
-            type_name(patch)
+            type_name(&patch)
         )));
     };
     let original = match original {
-        Value::Object(map) => map.clone(),
+        Value::Object(map) => map,
         Value::Null => JsonMap::new(),
         other => {
             return Err(StrategicMergeError::new(format!(
                 "object to patch must be a JSON object, got {}",
-                type_name(other)
+                type_name(&other)
             )));
         }
     };
-    match merge_map(original, patch.clone(), root_type(kind), "")? {
+    match merge_map(original, patch, root_type(kind), "")? {
         MapOutcome::Keep(map) => Ok(Value::Object(map)),
         MapOutcome::Delete => Ok(Value::Object(JsonMap::new())),
     }
@@ -1072,7 +1072,7 @@ mod tests {
 
     fn run(cases: Vec<Case>) {
         for case in cases {
-            let got = apply(case.kind, &case.original, &case.patch)
+            let got = apply(case.kind, case.original.clone(), case.patch.clone())
                 .unwrap_or_else(|e| panic!("{}: unexpected error: {e}", case.name));
             assert_eq!(
                 got,
@@ -1571,7 +1571,7 @@ mod tests {
             .unwrap()
             .push(json!({"image": "busybox", "name": "sidecar"}));
 
-        let got = apply("Job", &original, &patch).unwrap();
+        let got = apply("Job", original.clone(), patch.clone()).unwrap();
         assert_eq!(got, want, "got {}", serde_json::to_string_pretty(&got).unwrap());
     }
 
@@ -1581,7 +1581,7 @@ mod tests {
             {"name": "main", "image": "busybox", "args": ["a"]}
         ]}}}});
         let patch = json!({"metadata":{"annotations":{"k":"v"}},"spec":{"template":{"spec":{"$setElementOrder/containers":[{"name":"main"}],"containers":[{"image":"alpine","name":"main"}]}}}});
-        let got = apply("Job", &original, &patch).unwrap();
+        let got = apply("Job", original.clone(), patch.clone()).unwrap();
         assert_eq!(
             got,
             json!({"metadata": {"name": "j", "annotations": {"k": "v"}}, "spec": {"template": {"spec": {"containers": [
@@ -1591,7 +1591,7 @@ mod tests {
     }
 
     fn expect_error(kind: &str, original: Value, patch: Value, needles: &[&str]) {
-        let err = apply(kind, &original, &patch).expect_err("expected an error");
+        let err = apply(kind, original.clone(), patch.clone()).expect_err("expected an error");
         for needle in needles {
             assert!(err.to_string().contains(needle), "error {err:?} should mention {needle:?}");
         }
@@ -1686,10 +1686,10 @@ mod tests {
     fn inputs_are_not_modified_and_root_directives() {
         let original = json!({"metadata": {"name": "x"}, "spec": {"a": 1}});
         let patch = json!({"$patch": "replace", "metadata": {"name": "y"}});
-        assert_eq!(apply("Pod", &original, &patch).unwrap(), json!({"metadata": {"name": "y"}}));
+        assert_eq!(apply("Pod", original.clone(), patch.clone()).unwrap(), json!({"metadata": {"name": "y"}}));
         assert_eq!(original, json!({"metadata": {"name": "x"}, "spec": {"a": 1}}));
-        assert_eq!(apply("Pod", &original, &json!({"$patch": "delete"})).unwrap(), json!({}));
-        assert_eq!(apply("pod", &Value::Null, &json!({"a": 1})).unwrap(), json!({"a": 1}));
+        assert_eq!(apply("Pod", original, json!({"$patch": "delete"})).unwrap(), json!({}));
+        assert_eq!(apply("pod", Value::Null, json!({"a": 1})).unwrap(), json!({"a": 1}));
     }
 
     #[test]
