@@ -872,8 +872,13 @@ impl JobControllerThread {
             let _ = tid_tx.send(nix::unistd::gettid().as_raw());
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("controller runtime");
             rt.block_on(async move {
+                // Its own pod watch, on its own thread, so its CPU time counts the parsing too.
+                let pods = jobset_controllers::shared_pods::SharedPods::start(
+                    client.clone(),
+                    watcher::Config::default().labels("batch.kubernetes.io/controller-uid"),
+                );
                 tokio::select! {
-                    _ = jobset_controllers::job::run(client, config) => {}
+                    _ = jobset_controllers::job::run(client, config, pods) => {}
                     _ = stop_rx => {}
                 }
             });

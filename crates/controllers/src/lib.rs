@@ -7,6 +7,7 @@ pub mod jobset;
 pub mod nodelifecycle;
 pub mod pod_index;
 pub mod scheduler;
+pub mod shared_pods;
 
 /// What a reconcile of the JobSet or AppWrapper controller can fail with.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+use crate::shared_pods::SharedPods;
+
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
 
 #[derive(Debug, Clone)]
@@ -141,16 +143,17 @@ fn next_taints(node: &Node, a: &NodeActions, now: Timestamp) -> Vec<Taint> {
     ts
 }
 
-pub async fn run(client: Client, cfg: NodeLifecycleConfig) {
+/// Runs the node lifecycle controller until the future is dropped; its pods come from `pods`
+/// (every pod).
+pub async fn run(client: Client, cfg: NodeLifecycleConfig, pods: SharedPods) {
     let nodes = store::<Node>(Api::all(client.clone()));
     let leases = store::<Lease>(Api::namespaced(client.clone(), "kube-node-lease"));
-    let pods = store::<Pod>(Api::all(client.clone()));
     let mut tick = tokio::time::interval(cfg.monitor_period);
     loop {
         tick.tick().await;
         if nodes.wait_until_ready().await.is_err()
             || leases.wait_until_ready().await.is_err()
-            || pods.wait_until_ready().await.is_err()
+            || !pods.wait_until_ready().await
         {
             return;
         }

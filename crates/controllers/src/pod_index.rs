@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 /// The owner key a pod is filed under (`None`: not indexed).
 pub type OwnerKey = fn(&Pod) -> Option<&str>;
@@ -61,13 +61,12 @@ impl PodIndex {
         PodIndex { key, pods: Arc::default(), relist: Arc::default(), synced: Arc::default() }
     }
 
-    /// Follows one event of the pod watch, returning the pod it touched: the index and the
-    /// controller's triggers share one copy (thousands of pod events a second in a group restart
-    /// made copying them a noticeable share of the CPU).
-    pub fn apply(&self, ev: watcher::Event<Pod>) -> Option<Arc<Pod>> {
+    /// Follows one event of the pod watch, returning the pod it touched: the index, the
+    /// controller's triggers and the shared informer hold one copy (thousands of pod events a
+    /// second in a group restart made copying them a noticeable share of the CPU).
+    pub fn apply(&self, ev: watcher::Event<Arc<Pod>>) -> Option<Arc<Pod>> {
         match ev {
             watcher::Event::Apply(p) => {
-                let p = Arc::new(p);
                 lock(&self.pods).insert(self.key, &p);
                 Some(p)
             }
@@ -75,14 +74,13 @@ impl PodIndex {
                 if let Some(uid) = p.metadata.uid.as_deref() {
                     lock(&self.pods).remove(uid);
                 }
-                Some(Arc::new(p))
+                Some(p)
             }
             watcher::Event::Init => {
                 *lock(&self.relist) = Grouped::default();
                 None
             }
             watcher::Event::InitApply(p) => {
-                let p = Arc::new(p);
                 lock(&self.relist).insert(self.key, &p);
                 Some(p)
             }
@@ -95,23 +93,13 @@ impl PodIndex {
         }
     }
 
-    /// The shared stream of pods a pod watch touched, kept in this index on the way (watch
-    /// errors are retried with kube's default back-off).
+    /// The stream of pods a pod subscription touched, kept in this index on the way.
     pub fn follow(
         &self,
-        watch: impl Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Send + 'static,
+        events: impl Stream<Item = watcher::Event<Arc<Pod>>> + Send + 'static,
     ) -> impl Stream<Item = Arc<Pod>> + Send + 'static {
         let index = self.clone();
-        watch.default_backoff().filter_map(move |ev| {
-            let touched = match ev {
-                Ok(ev) => index.apply(ev),
-                Err(e) => {
-                    tracing::debug!(error = %e, "pod watch");
-                    None
-                }
-            };
-            std::future::ready(touched)
-        })
+        events.filter_map(move |ev| std::future::ready(index.apply(ev)))
     }
 
     /// The pods filed under `owner`.
@@ -137,9 +125,11 @@ mod tests {
         p.metadata.labels.as_ref()?.get("owner").map(String::as_str)
     }
 
-    fn filed(owner: &str, pod_uid: &str) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": pod_uid, "uid": pod_uid, "labels": {"owner": owner}}}))
-            .unwrap()
+    fn filed(owner: &str, pod_uid: &str) -> Arc<Pod> {
+        Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": pod_uid, "uid": pod_uid, "labels": {"owner": owner}}}))
+                .unwrap(),
+        )
     }
 
     fn uids(index: &PodIndex, owner: &str) -> Vec<String> {

@@ -11,6 +11,7 @@ use jobset_api::appwrapper::AutopilotConfig;
 use jobset_apiserver::ApiServer;
 use jobset_controllers::appwrapper::autopilot::inject_anti_affinities;
 use jobset_controllers::scheduler::{SchedulerConfig, run};
+use jobset_controllers::shared_pods::SharedPods;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, wait::await_condition, watcher};
@@ -40,7 +41,8 @@ impl Cluster {
     /// Starts the scheduler. Its retry interval is long: every test here is driven by watch events.
     fn start(&mut self) {
         let cfg = SchedulerConfig { retry_interval: Duration::from_secs(600), ..SchedulerConfig::default() };
-        self.scheduler = Some(tokio::spawn(run(self.client.clone(), cfg)));
+        let pods = SharedPods::start(self.client.clone(), watcher::Config::default());
+        self.scheduler = Some(tokio::spawn(run(self.client.clone(), cfg, pods)));
     }
 
     fn pods(&self) -> Api<Pod> {

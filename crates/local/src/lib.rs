@@ -14,11 +14,13 @@ use jobset_controllers::jobset::JobSetControllerConfig;
 use jobset_controllers::jobset::metrics::Metrics as JobSetMetrics;
 use jobset_controllers::nodelifecycle::NodeLifecycleConfig;
 use jobset_controllers::scheduler::SchedulerConfig;
+use jobset_controllers::shared_pods::SharedPods;
 use jobset_kubelet::runtime::Runtime;
 use jobset_kubelet::runtime::process::{ProcessConfig, ProcessRuntime};
 use jobset_kubelet::runtime::simulated::{SimulatedRuntime, SimulationState};
 use jobset_kubelet::{AgentConfig, NodeConfig, NodeHandle};
 use kube::Client;
+use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
 /// How node agents run containers.
@@ -94,6 +96,8 @@ pub struct LocalCluster {
     pub nodes: Vec<NodeHandle>,
     pub simulation: SimulationState,
     config: LocalConfig,
+    /// The pod watch the controllers share; a restarted controller subscribes again.
+    pods: SharedPods,
     job_controller: Option<JoinHandle<()>>,
     jobset_controller: JoinHandle<()>,
     /// The JobSet controller's metrics (they survive a controller restart).
@@ -108,9 +112,11 @@ impl LocalCluster {
     /// Starts every component against `server` (which keeps running its own garbage collector).
     pub async fn start(server: Arc<ApiServer>, config: LocalConfig) -> LocalCluster {
         let mut tasks = vec![server.spawn_gc()];
+        // One pod watch for every controller of the process (each pod event parsed once).
+        let pods = SharedPods::start(server.client(), watcher::Config::default());
         let job_controller = config
             .job_controller
-            .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone())));
+            .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone(), pods.clone())));
         let jobset_metrics = Arc::new(JobSetMetrics::default());
         // The JobSet controller's series, served at the API server's `GET /metrics`.
         let registry = server.metrics_registry().unwrap_or_else(|| {
@@ -130,10 +136,18 @@ impl LocalCluster {
             server.client(),
             config.jobset.clone(),
             jobset_metrics.clone(),
+            pods.clone(),
         ));
-        tasks.push(tokio::spawn(jobset_controllers::scheduler::run(server.client(), config.scheduler.clone())));
-        tasks
-            .push(tokio::spawn(jobset_controllers::nodelifecycle::run(server.client(), config.node_lifecycle.clone())));
+        tasks.push(tokio::spawn(jobset_controllers::scheduler::run(
+            server.client(),
+            config.scheduler.clone(),
+            pods.clone(),
+        )));
+        tasks.push(tokio::spawn(jobset_controllers::nodelifecycle::run(
+            server.client(),
+            config.node_lifecycle.clone(),
+            pods.clone(),
+        )));
         let simulation = SimulationState::new();
         let mut temp_dir = None;
         let runtime: Arc<dyn Runtime> = match &config.runtime {
@@ -172,6 +186,7 @@ impl LocalCluster {
             nodes,
             simulation,
             config,
+            pods,
             job_controller,
             jobset_controller,
             jobset_metrics,
@@ -192,8 +207,11 @@ impl LocalCluster {
         if let Some(j) = &self.job_controller {
             j.abort();
         }
-        self.job_controller =
-            Some(tokio::spawn(jobset_controllers::job::run(self.server.client(), self.config.job.clone())));
+        self.job_controller = Some(tokio::spawn(jobset_controllers::job::run(
+            self.server.client(),
+            self.config.job.clone(),
+            self.pods.clone(),
+        )));
     }
 
     /// Kills the JobSet controller (losing its in-memory state) and starts a fresh one.
@@ -203,6 +221,7 @@ impl LocalCluster {
             self.server.client(),
             self.config.jobset.clone(),
             self.jobset_metrics.clone(),
+            self.pods.clone(),
         ));
     }
 

@@ -25,6 +25,7 @@ use serde_json::json;
 use self::backoff::BackoffRecord;
 use self::sync::{EventKind, SyncConfig, SyncInput, TRACKING_FINALIZER};
 use crate::pod_index::PodIndex;
+use crate::shared_pods::SharedPods;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -259,13 +260,16 @@ pub fn error_policy(_job: Arc<Job>, err: &Error, _ctx: Arc<Ctx>) -> Action {
     Action::requeue(Duration::from_millis(200))
 }
 
-/// Runs the Job controller until the stream of reconciles ends.
-pub async fn run(client: Client, config: JobControllerConfig) {
+/// The pods a Job controller follows (upstream's informer: those with the controller-uid label).
+pub fn job_pod(p: &Pod) -> bool {
+    controller_uid(p).is_some()
+}
+
+/// Runs the Job controller until the stream of reconciles ends; its pods come from `pods`.
+pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) {
     let jobs: Api<Job> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
     let index = PodIndex::new(controller_uid);
-    let pod_events =
-        index.follow(watcher(pods, watcher::Config::default().labels("batch.kubernetes.io/controller-uid")));
+    let pod_events = index.follow(pods.subscribe(job_pod));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         pods: index.clone(),

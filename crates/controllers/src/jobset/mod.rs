@@ -38,6 +38,7 @@ use self::metrics::Metrics;
 use self::sync::{Plan, SyncInput};
 use self::update::Metric;
 use crate::pod_index::PodIndex;
+use crate::shared_pods::SharedPods;
 
 pub use crate::Error;
 
@@ -292,11 +293,17 @@ pub fn error_policy(js: Arc<JobSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
     Action::requeue(ctx.config.error_backoff)
 }
 
-/// Runs the JobSet controller until its stream of reconciles ends.
-pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Metrics>) {
+/// The pods a JobSet controller follows: those with the JobSet name label.
+pub fn jobset_pod(p: &Pod) -> bool {
+    p.labels().contains_key(JOBSET_NAME)
+}
+
+/// Runs the JobSet controller until its stream of reconciles ends; its pods come from `pods`
+/// (alone, e.g. `SharedPods::start(client, watcher::Config::default().labels(JOBSET_NAME))`, or
+/// shared with the other controllers of the process).
+pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Metrics>, pods: SharedPods) {
     let jobsets: Api<JobSet> = Api::all(client.clone());
     let jobs: Api<Job> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::all(client.clone());
     let services: Api<Service> = Api::all(client.clone());
     let (job_reader, job_writer) = reflector::store();
     let job_events = reflector(job_writer, watcher(jobs, watcher::Config::default().labels(JOBSET_NAME)))
@@ -312,7 +319,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let claim_cache = reflector(claim_writer, claim_watch).default_backoff().for_each(|_| async {});
     // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
     let pod_index = PodIndex::new(jobset_uid);
-    let pod_events = pod_index.follow(watcher(pods, watcher::Config::default().labels(JOBSET_NAME)));
+    let pod_events = pod_index.follow(pods.subscribe(jobset_pod));
     let controller = Controller::new(jobsets, watcher::Config::default())
         .owns_stream(job_events)
         .owns_stream(svc_events)

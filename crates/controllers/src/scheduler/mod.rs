@@ -23,6 +23,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::shared_pods::SharedPods;
 
 /// How many bindings and status writes are in flight at once.
 const CONCURRENT_WRITES: usize = 32;
@@ -41,12 +44,17 @@ impl Default for SchedulerConfig {
     }
 }
 
-/// Schedules pods until the future is dropped.
-pub async fn run(client: Client, cfg: SchedulerConfig) {
+/// Schedules pods until the future is dropped; its pods come from `pods` (every pod).
+pub async fn run(client: Client, cfg: SchedulerConfig, pods: SharedPods) {
     let changed = Arc::new(Notify::new());
     let (nodes, _nodes_task) = cache::<Node>(Api::all(client.clone()), changed.clone());
-    let (pods, _pods_task) = cache::<Pod>(Api::all(client.clone()), changed.clone());
-    if nodes.wait_until_ready().await.is_err() || pods.wait_until_ready().await.is_err() {
+    let pod_changes = pods.subscribe(|_| true);
+    let notify = changed.clone();
+    let _pods_task = AbortOnDropHandle::new(tokio::spawn(pod_changes.for_each(move |_| {
+        notify.notify_one();
+        future::ready(())
+    })));
+    if nodes.wait_until_ready().await.is_err() || !pods.wait_until_ready().await {
         return;
     }
     let retry = cfg.retry_interval;
@@ -179,16 +187,8 @@ async fn mark_unschedulable(client: Client, pod: Arc<Pod>, message: String) -> (
     (key(&pod), written.then_some(message))
 }
 
-/// Aborts the task when dropped, so the reflectors stop with [`run`].
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn cache<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, AbortOnDrop)
+/// A reflector whose task stops with [`run`].
+fn cache<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, AbortOnDropHandle<()>)
 where
     K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
@@ -198,5 +198,5 @@ where
         changed.notify_one();
         future::ready(())
     }));
-    (reader, AbortOnDrop(task))
+    (reader, AbortOnDropHandle::new(task))
 }
