@@ -53,6 +53,11 @@ impl Admission {
         self.hooks.get(&(def.group.clone(), def.kind.clone())).map(Vec::as_slice).unwrap_or_default()
     }
 
+    /// Whether any hook is registered for the kind.
+    pub fn has_hooks(&self, def: &ResourceDef) -> bool {
+        !self.for_def(def).is_empty()
+    }
+
     pub fn apply_defaults(&self, def: &ResourceDef, obj: &mut Value, old: Option<&Value>) {
         for h in self.for_def(def) {
             h.default(obj, old);

@@ -35,11 +35,7 @@ impl Obj {
     pub fn new(def: &ResourceDef, value: &Value) -> Obj {
         let meta = value.get("metadata");
         let s = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str).unwrap_or_default().to_string();
-        let labels = meta
-            .and_then(|m| m.get("labels"))
-            .and_then(Value::as_object)
-            .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-            .unwrap_or_default();
+        let labels = labels_of(meta);
         let owners = meta
             .and_then(|m| m.get("ownerReferences"))
             .and_then(Value::as_array)
@@ -83,6 +79,24 @@ impl Obj {
         }
     }
 
+    /// This object with new bytes `raw` at resourceVersion `rv` whose metadata (`meta`) differs
+    /// only in labels and annotations, so every other indexed field stays as it is.
+    pub fn relabelled(&self, raw: Bytes, rv: u64, meta: &Value) -> Obj {
+        Obj {
+            raw,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            uid: self.uid.clone(),
+            rv,
+            labels: labels_of(Some(meta)),
+            owners: self.owners.clone(),
+            finalizers: self.finalizers.clone(),
+            deleting: self.deleting,
+            grace: self.grace,
+            fields: self.fields.clone(),
+        }
+    }
+
     pub fn value(&self) -> Value {
         serde_json::from_slice(&self.raw).unwrap_or(Value::Null)
     }
@@ -95,6 +109,13 @@ impl Obj {
             _ => def.selectable_fields.iter().position(|(f, _)| f == field).map(|i| self.fields[i].as_str()),
         }
     }
+}
+
+fn labels_of(meta: Option<&Value>) -> BTreeMap<String, String> {
+    meta.and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
 }
 
 /// Mutable access to `metadata`, creating it when absent.

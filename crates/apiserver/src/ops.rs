@@ -482,6 +482,18 @@ fn store_update(
         })?;
     }
     let obj = txn.put(def, new);
+    settle_update(txn, def, ns, name, cur, obj)
+}
+
+/// Settles what replacing `cur` with the stored `obj` may have unblocked.
+fn settle_update(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    cur: &Obj,
+    obj: Arc<Obj>,
+) -> Result<Arc<Obj>> {
     let key = Txn::key(def, ns_of(def, ns), name);
     let mut work = VecDeque::new();
     for o in &cur.owners {
@@ -586,6 +598,15 @@ pub fn patch(
         }
         return Err(ApiError::not_found(def, name));
     };
+    if target == Target::Main
+        && view.is_none()
+        && kind != PatchType::Json
+        && !def.is_crd()
+        && !ctx.admission.has_hooks(def)
+        && let Some(obj) = patch_metadata(txn, def, ns, name, &cur, kind, &patch)?
+    {
+        return Ok((obj, false));
+    }
     // A patch sent to a view applies to the object as the view shows it. Parsed once: `update`
     // compares with the same value.
     let old = cur.value();
@@ -623,6 +644,71 @@ pub fn patch(
         meta_mut(&mut doc).remove("resourceVersion");
     }
     Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur), Some(old))?, false))
+}
+
+/// What a patch may name in `metadata` and still take [`patch_metadata`]'s path.
+const LABELS_OR_ANNOTATIONS_PATCH: [&str; 4] = ["name", "namespace", "labels", "annotations"];
+
+/// A merge, strategic merge or apply patch that changes only labels or annotations (a pod's
+/// in-place restart attempt, written by thousands of agents at once in a group restart): it is
+/// merged into the stored `metadata` alone, which is then spliced between the stored bytes of
+/// the other fields, instead of parsing, copying, comparing and serializing the whole object.
+/// The caller makes sure the kind has no admission hooks (they would see the whole object).
+/// `None` when the patch or its result is not of that shape: the general path then runs, and
+/// gives the same result for the patches taken here.
+fn patch_metadata(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    cur: &Arc<Obj>,
+    kind: PatchType,
+    patch: &Value,
+) -> Result<Option<Arc<Obj>>> {
+    let Some(p) = patch.as_object() else { return Ok(None) };
+    let same = |field: &str, want: &str| p.get(field).and_then(Value::as_str).is_none_or(|v| v == want);
+    let Some(pm) = p.get("metadata").and_then(Value::as_object) else { return Ok(None) };
+    let shape = p.keys().all(|k| matches!(k.as_str(), "apiVersion" | "kind" | "metadata"))
+        && pm.keys().all(|k| LABELS_OR_ANNOTATIONS_PATCH.contains(&k.as_str()))
+        && same("apiVersion", &def.api_version())
+        && same("kind", &def.kind)
+        && pm.get("name").and_then(Value::as_str).is_none_or(|n| n == name)
+        && pm.get("namespace").and_then(Value::as_str).is_none_or(|n| n.is_empty() || n == ns);
+    if !shape {
+        return Ok(None);
+    }
+    let Ok(top) = serde_json::from_slice::<std::collections::BTreeMap<&str, &serde_json::value::RawValue>>(&cur.raw)
+    else {
+        return Ok(None);
+    };
+    let Some(Ok(old)) = top.get("metadata").map(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()))
+    else {
+        return Ok(None);
+    };
+    // The same merge as the general path's, on an object that is only the metadata.
+    let mut doc = json!({"metadata": old.clone()});
+    match kind {
+        PatchType::Merge => json_patch::merge(&mut doc, patch),
+        _ => {
+            doc = crate::strategic_merge::apply(&def.kind, doc, patch.clone())
+                .map_err(|e| ApiError::bad_request(e.to_string()))?
+        }
+    }
+    let Some(new) = doc.get("metadata").and_then(Value::as_object) else { return Ok(None) };
+    let changed = |k: &String| old.get(k) != new.get(k);
+    if old.keys().chain(new.keys()).any(|k| changed(k) && k != "labels" && k != "annotations") {
+        return Ok(None);
+    }
+    if !old.keys().chain(new.keys()).any(changed) {
+        return Ok(Some(cur.clone()));
+    }
+    let causes = validate_meta(def, &doc);
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(def, name, causes));
+    }
+    let meta = doc.get_mut("metadata").map(Value::take).unwrap_or_default();
+    let obj = txn.put_metadata(def, cur, &top, meta);
+    settle_update(txn, def, ns, name, cur, obj).map(Some)
 }
 
 /// Server-side apply for a custom resource: a JSON merge, except that lists whose items are all
@@ -961,4 +1047,127 @@ pub fn collect_orphans(txn: &mut Txn<'_>, candidates: Vec<(Key, Arc<Obj>)>) -> R
         collect_dependent(txn, &k, &o, &mut work)?;
     }
     settle(txn, work)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::AdmissionHook;
+    use crate::persist::Memory;
+    use crate::resources::Registry;
+    use crate::store::{Store, StoreConfig};
+
+    /// A hook that changes nothing: registered for pods, it sends every patch down the general path.
+    struct Noop;
+    impl AdmissionHook for Noop {}
+
+    fn pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "name": "p", "namespace": "default", "uid": "u1", "creationTimestamp": "2026-11-26T00:00:00Z",
+                "labels": {"app": "a"}, "annotations": {"keep": "1", "drop": "2", "example.com/quoted": "\"é\"\\\n"},
+                "finalizers": ["example.com/f"],
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j1", "controller": true}]
+            },
+            "spec": {"nodeName": "n1", "containers": [{"name": "m", "image": "x"}]},
+            "status": {"phase": "Running", "message": "ünïcode \u{1F600}"}
+        })
+    }
+
+    /// The stored object (or the error) after `patch`, in a store whose pods have admission hooks
+    /// (`general`) or none; and whether the labels-or-annotations path took it.
+    fn patched(general: bool, kind: PatchType, body: &Value) -> (std::result::Result<String, String>, bool) {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let mut admission = Admission::default();
+        if general {
+            admission.register("", "Pod", Arc::new(Noop));
+        }
+        let ctx = Ctx::new(&admission);
+        let bytes = serde_json::to_vec(body).expect("a JSON patch");
+        let mut fast = false;
+        if !general {
+            // Run and rolled back: only whether it applies (with a result or an error) is asked here.
+            let _ = store.write(|txn| {
+                let cur = txn.get(&Txn::key(&def, "default", "p")).expect("stored");
+                fast = patch_metadata(txn, &def, "default", "p", &cur, kind, body).map_or(true, |o| o.is_some());
+                Err::<(), _>(ApiError::bad_request("rolled back"))
+            });
+        }
+        let out = store
+            .write(|txn| patch(txn, &ctx, &def, "default", "p", kind, &bytes, Target::Main, None))
+            // The bytes and what is indexed of them (label selectors, field selectors, GC).
+            .map(|(o, _)| {
+                let indexed = (&o.labels, &o.fields, &o.owners, &o.finalizers, o.rv, o.deleting);
+                format!("{} {indexed:?}", String::from_utf8_lossy(&o.raw))
+            })
+            .map_err(|e| e.to_string());
+        (out, fast)
+    }
+
+    #[test]
+    fn a_labels_or_annotations_patch_stores_the_bytes_the_general_path_stores() {
+        let apply = PatchType::Apply { force: true };
+        let cases = [
+            (
+                "apply one annotation",
+                apply,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {"attempt": "1"}}}),
+                true,
+            ),
+            (
+                "strategic: a label added, an annotation removed",
+                PatchType::Strategic,
+                json!({"metadata": {"labels": {"b": "c"}, "annotations": {"drop": null}}}),
+                true,
+            ),
+            ("merge: every annotation removed", PatchType::Merge, json!({"metadata": {"annotations": null}}), true),
+            (
+                "merge: the same annotation again",
+                PatchType::Merge,
+                json!({"metadata": {"namespace": "default", "annotations": {"keep": "1"}}}),
+                true,
+            ),
+            ("merge: a finalizer", PatchType::Merge, json!({"metadata": {"finalizers": null}}), false),
+            (
+                "apply: spec and annotation",
+                apply,
+                json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"annotations": {"a": "1"}}, "spec": {"activeDeadlineSeconds": 5}}),
+                false,
+            ),
+            (
+                "merge: a resourceVersion precondition",
+                PatchType::Merge,
+                json!({"metadata": {"resourceVersion": "1", "annotations": {"a": "1"}}}),
+                false,
+            ),
+            (
+                "merge: another kind",
+                PatchType::Merge,
+                json!({"kind": "Job", "metadata": {"annotations": {"a": "1"}}}),
+                false,
+            ),
+            (
+                "merge: an invalid annotation key",
+                PatchType::Merge,
+                json!({"metadata": {"annotations": {"bad key": "1"}}}),
+                true,
+            ),
+            (
+                "merge: an invalid label value",
+                PatchType::Merge,
+                json!({"metadata": {"labels": {"app": "not valid!"}}}),
+                true,
+            ),
+        ];
+        for (what, kind, patch, fast) in cases {
+            let (general, _) = patched(true, kind, &patch);
+            let (quick, taken) = patched(false, kind, &patch);
+            assert_eq!(taken, fast, "{what}: labels-or-annotations path taken");
+            assert_eq!(quick, general, "{what}");
+        }
+    }
 }
