@@ -4,6 +4,40 @@
 
 use jobset_api::jobset::keys::DISABLE_IN_PLACE_RESTART;
 use jobset_api::jobset::{JobSet, RestartStrategy};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
+
+/// The part of its JobSet the agent reads. Its watch parses only this: every agent of the JobSet
+/// parses each change of it, and the pod templates are most of a JobSet's bytes.
+#[derive(kube::Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = "JobSet")]
+pub struct JobSetView {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: SpecView,
+    pub status: Option<StatusView>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpecView {
+    pub failure_policy: Option<FailurePolicyView>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicyView {
+    #[serde(default)]
+    pub restart_strategy: RestartStrategy,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusView {
+    pub current_in_place_restart_attempt: Option<i32>,
+    pub previous_in_place_restart_attempt: Option<i32>,
+}
 
 /// What the agent reads from its JobSet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,10 +52,10 @@ pub struct Observed {
 }
 
 impl Observed {
-    pub fn of(js: &JobSet) -> Observed {
+    pub fn of(js: &JobSetView) -> Observed {
         let disabled = js.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(DISABLE_IN_PLACE_RESTART));
-        let bypass =
-            disabled || js.spec.failure_policy.is_none() || js.restart_strategy() != RestartStrategy::InPlaceRestart;
+        let strategy = js.spec.failure_policy.as_ref().map(|f| f.restart_strategy);
+        let bypass = disabled || strategy != Some(RestartStrategy::InPlaceRestart);
         let status = js.status.as_ref();
         Observed {
             bypass,
@@ -262,7 +296,7 @@ mod tests {
 
     #[test]
     fn observed_reads_bypass_conditions_and_status() {
-        let js = |v: serde_json::Value| -> JobSet { serde_json::from_value(v).unwrap() };
+        let js = |v: serde_json::Value| -> JobSetView { serde_json::from_value(v).unwrap() };
         let in_place = serde_json::json!({"maxRestarts": 3, "restartStrategy": "InPlaceRestart"});
         let cases = [
             ("InPlaceRestart", serde_json::json!({"spec": {"failurePolicy": in_place}}), false),

@@ -5,7 +5,6 @@ use std::future::Future;
 use std::pin::pin;
 
 use futures::StreamExt;
-use jobset_api::jobset::JobSet;
 use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
@@ -17,7 +16,7 @@ use serde_json::json;
 use crate::backoff::JitteredBackoff;
 use crate::barrier::Barrier;
 use crate::config::{AgentConfig, BackoffConfig, Endpoint, EndpointChoice, barrier_endpoint_from_pod};
-use crate::decide::{self, Action, Input, Observed, Policy, State};
+use crate::decide::{self, Action, Input, JobSetView, Observed, Policy, State};
 use crate::worker::Worker;
 
 /// The field manager of the attempt annotation.
@@ -36,7 +35,7 @@ pub async fn run<B: Barrier, W: Worker>(
     let policy = Policy { exit_code: cfg.exit_code, keep_watch: cfg.worker.as_ref().is_some_and(|w| w.keep_watch) };
     let mut state = State::initial(worker.is_some());
     let pods = PodWriter { client: client.clone(), request: Request::new(Pod::url_path(&(), Some(&cfg.namespace))) };
-    let jobsets: Api<JobSet> = Api::namespaced(client, &cfg.namespace);
+    let jobsets: Api<JobSetView> = Api::namespaced(client, &cfg.namespace);
     // Only its own JobSet: a namespace may hold many, each with thousands of agents.
     let selector = format!("metadata.name={}", cfg.jobset_name);
     let mut events =
