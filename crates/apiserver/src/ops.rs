@@ -189,12 +189,18 @@ fn validate_meta(def: &ResourceDef, v: &Value) -> Vec<Cause> {
     for p in problems {
         causes.push(Cause::invalid("metadata.name", name, &p));
     }
-    if let Some(labels) = v.pointer("/metadata/labels") {
+    causes.extend(validate_labels_and_annotations(v.pointer("/metadata/labels"), v.pointer("/metadata/annotations")));
+    causes
+}
+
+fn validate_labels_and_annotations(labels: Option<&Value>, annotations: Option<&Value>) -> Vec<Cause> {
+    let mut causes = vec![];
+    if let Some(labels) = labels {
         for (field, value, msg) in crate::names::validate_labels(labels, "metadata.labels") {
             causes.push(Cause::invalid(field, value, &msg));
         }
     }
-    if let Some(ann) = v.pointer("/metadata/annotations") {
+    if let Some(ann) = annotations {
         for (field, value, msg) in crate::names::validate_annotations(ann, "metadata.annotations") {
             causes.push(Cause::invalid(field, value, &msg));
         }
@@ -686,7 +692,7 @@ fn patch_metadata(
         return Ok(None);
     };
     // The same merge as the general path's, on an object that is only the metadata.
-    let mut doc = json!({"metadata": old.clone()});
+    let mut doc = Value::Object([("metadata".to_string(), Value::Object(old.clone()))].into_iter().collect());
     match kind {
         PatchType::Merge => json_patch::merge(&mut doc, patch),
         _ => {
@@ -702,7 +708,9 @@ fn patch_metadata(
     if !old.keys().chain(new.keys()).any(changed) {
         return Ok(Some(cur.clone()));
     }
-    let causes = validate_meta(def, &doc);
+    // The name did not change, and the stored labels or annotations that did not were valid.
+    let changed_map = |k: &str| new.get(k).filter(|_| old.get(k) != new.get(k));
+    let causes = validate_labels_and_annotations(changed_map("labels"), changed_map("annotations"));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
