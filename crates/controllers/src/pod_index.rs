@@ -107,12 +107,15 @@ impl PodIndex {
         lock(&self.pods).by_owner.get(owner).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
-    /// Every indexed pod, once the first list is complete (`None` before).
-    pub fn all(&self) -> Option<Vec<Arc<Pod>>> {
+    /// The pods filed under an owner that `live` rejects, once the first list is complete
+    /// (`None` before). Owners are checked, not pods: a sweep for orphans runs every second
+    /// over thousands of pods of live owners.
+    pub fn of_owners_not(&self, live: impl Fn(&str) -> bool) -> Option<Vec<Arc<Pod>>> {
         if !self.synced.load(Ordering::Acquire) {
             return None;
         }
-        Some(lock(&self.pods).by_owner.values().flat_map(|m| m.values().cloned()).collect())
+        let pods = lock(&self.pods);
+        Some(pods.by_owner.iter().filter(|(owner, _)| !live(owner)).flat_map(|(_, m)| m.values().cloned()).collect())
     }
 }
 
@@ -157,15 +160,23 @@ mod tests {
     }
 
     #[test]
-    fn every_pod_is_listed_only_once_the_first_list_is_complete() {
+    fn pods_of_owners_that_are_gone_are_listed_only_once_the_first_list_is_complete() {
         let index = PodIndex::new(by_label);
         index.apply(watcher::Event::Init);
         index.apply(watcher::Event::InitApply(filed("a", "p1")));
-        assert!(index.all().is_none());
+        assert!(index.of_owners_not(|_| false).is_none());
         index.apply(watcher::Event::InitDone);
         index.apply(watcher::Event::Apply(filed("b", "p2")));
-        let mut all: Vec<String> = index.all().unwrap().iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        all.sort();
-        assert_eq!(all, ["p1", "p2"]);
+        index.apply(watcher::Event::Apply(filed("c", "p3")));
+        let orphans = |live: &[&str]| {
+            let mut uids: Vec<String> = (index.of_owners_not(|o| live.contains(&o)).unwrap().iter())
+                .filter_map(|p| p.metadata.uid.clone())
+                .collect();
+            uids.sort();
+            uids
+        };
+        assert_eq!(orphans(&[]), ["p1", "p2", "p3"]);
+        assert_eq!(orphans(&["a", "c"]), ["p2"]);
+        assert!(orphans(&["a", "b", "c"]).is_empty());
     }
 }

@@ -304,12 +304,12 @@ async fn release_orphans(client: Client, pods: PodIndex, jobs: Store<Job>, every
         if jobs.wait_until_ready().await.is_err() {
             return;
         }
-        let Some(pods) = pods.all() else { continue };
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
+        // The index files pods by their controlling Job's uid.
+        let Some(pods) = pods.of_owners_not(|uid| live.contains(uid)) else { continue };
         let orphans: Vec<Arc<Pod>> = pods
             .into_iter()
             .filter(|p| p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER)))
-            .filter(|p| !controller_uid(p).is_some_and(|u| live.contains(u)))
             .collect();
         // Concurrently: a restarted JobSet can leave thousands of them at once.
         futures::stream::iter(orphans.into_iter().map(|p| {
