@@ -12,9 +12,13 @@ use kube::runtime::watcher;
 /// The owner key a pod is filed under (`None`: not indexed).
 pub type OwnerKey = fn(&Pod) -> Option<&str>;
 
+/// Whether an update of a pod (its version before, and now) can change its owner's reconcile.
+pub type Matters = fn(&Pod, &Pod) -> bool;
+
 #[derive(Clone)]
 pub struct PodIndex {
     key: OwnerKey,
+    matters: Matters,
     pods: Arc<Mutex<Grouped>>,
     /// The relist in progress (between `Init` and `InitDone`).
     relist: Arc<Mutex<Grouped>>,
@@ -31,24 +35,25 @@ struct Grouped {
 }
 
 impl Grouped {
-    fn remove(&mut self, pod_uid: &str) {
-        if let Some(owner) = self.filed.remove(pod_uid)
-            && let Some(pods) = self.by_owner.get_mut(&owner)
-        {
-            pods.remove(pod_uid);
-            if pods.is_empty() {
-                self.by_owner.remove(&owner);
-            }
+    fn remove(&mut self, pod_uid: &str) -> Option<Arc<Pod>> {
+        let owner = self.filed.remove(pod_uid)?;
+        let pods = self.by_owner.get_mut(&owner)?;
+        let removed = pods.remove(pod_uid);
+        if pods.is_empty() {
+            self.by_owner.remove(&owner);
         }
+        removed
     }
 
-    fn insert(&mut self, key: OwnerKey, pod: &Arc<Pod>) {
-        let Some(uid) = pod.metadata.uid.as_deref() else { return };
-        self.remove(uid);
+    /// Files `pod`, returning the version it replaces.
+    fn insert(&mut self, key: OwnerKey, pod: &Arc<Pod>) -> Option<Arc<Pod>> {
+        let uid = pod.metadata.uid.as_deref()?;
+        let previous = self.remove(uid);
         if let Some(owner) = key(pod) {
             self.by_owner.entry(owner.to_string()).or_default().insert(uid.to_string(), pod.clone());
             self.filed.insert(uid.to_string(), owner.to_string());
         }
+        previous
     }
 }
 
@@ -58,17 +63,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl PodIndex {
     pub fn new(key: OwnerKey) -> PodIndex {
-        PodIndex { key, pods: Arc::default(), relist: Arc::default(), synced: Arc::default() }
+        PodIndex::passing_updates_that(key, |_, _| true)
     }
 
-    /// Follows one event of the pod watch, returning the pod it touched: the index, the
+    /// An index that passes on an update of a pod it holds only where `matters(before, now)`;
+    /// it files every update all the same.
+    pub fn passing_updates_that(key: OwnerKey, matters: Matters) -> PodIndex {
+        PodIndex { key, matters, pods: Arc::default(), relist: Arc::default(), synced: Arc::default() }
+    }
+
+    /// Follows one event of the pod watch, returning the pod it touched (an update only where it
+    /// matters): the index, the
     /// controller's triggers and the shared informer hold one copy (thousands of pod events a
     /// second in a group restart made copying them a noticeable share of the CPU).
     pub fn apply(&self, ev: watcher::Event<Arc<Pod>>) -> Option<Arc<Pod>> {
         match ev {
             watcher::Event::Apply(p) => {
-                lock(&self.pods).insert(self.key, &p);
-                Some(p)
+                let before = lock(&self.pods).insert(self.key, &p);
+                before.is_none_or(|b| (self.matters)(&b, &p)).then_some(p)
             }
             watcher::Event::Delete(p) => {
                 if let Some(uid) = p.metadata.uid.as_deref() {
@@ -157,6 +169,19 @@ mod tests {
         assert_eq!(uids(&index, "b"), ["p2"]);
         assert!(index.apply(watcher::Event::InitDone).is_none());
         assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
+    }
+
+    #[test]
+    fn an_update_that_does_not_matter_is_filed_but_not_passed_on() {
+        let labels_changed = |a: &Pod, b: &Pod| a.metadata.labels != b.metadata.labels;
+        let index = PodIndex::passing_updates_that(by_label, labels_changed);
+        let mut p1 = filed("a", "p1");
+        assert!(index.apply(watcher::Event::Apply(p1.clone())).is_some(), "a new pod always matters");
+        Arc::make_mut(&mut p1).metadata.annotations = Some([("k".into(), "v".into())].into());
+        assert!(index.apply(watcher::Event::Apply(p1.clone())).is_none());
+        assert!(index.of("a")[0].metadata.annotations.is_some(), "the update is filed");
+        assert!(index.apply(watcher::Event::Apply(filed("b", "p1"))).is_some());
+        assert!(index.apply(watcher::Event::Delete(filed("b", "p1"))).is_some(), "a deletion always matters");
     }
 
     #[test]

@@ -7,13 +7,14 @@ pub mod pod_failure_policy;
 pub mod success_policy;
 pub mod sync;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -265,10 +266,53 @@ pub fn job_pod(p: &Pod) -> bool {
     controller_uid(p).is_some()
 }
 
+/// Whether a pod update can change what the Job controller decides: everything counts but the
+/// resourceVersion, managedFields and the annotations outside `batch.kubernetes.io/` (it reads
+/// only its own). A group restart in place writes an attempt annotation on every pod, and syncing
+/// each pod's Job for each of them took a tenth of that restart's CPU; upstream's controller
+/// folds such updates into one sync a second (`syncJobBatchPeriod`).
+fn matters_to_job(before: &Pod, now: &Pod) -> bool {
+    // Every field named, so that a field added to ObjectMeta is a compile error here.
+    let ObjectMeta {
+        annotations,
+        creation_timestamp,
+        deletion_grace_period_seconds,
+        deletion_timestamp,
+        finalizers,
+        generate_name,
+        generation,
+        labels,
+        managed_fields: _,
+        name,
+        namespace,
+        owner_references,
+        resource_version: _,
+        self_link,
+        uid,
+    } = &before.metadata;
+    let n = &now.metadata;
+    fn batch(a: &Option<BTreeMap<String, String>>) -> impl Iterator<Item = (&String, &String)> {
+        a.iter().flatten().filter(|(k, _)| k.starts_with("batch.kubernetes.io/"))
+    }
+    before.spec != now.spec
+        || before.status != now.status
+        || !batch(annotations).eq(batch(&n.annotations))
+        || (creation_timestamp, deletion_grace_period_seconds, deletion_timestamp, finalizers, generate_name)
+            != (
+                &n.creation_timestamp,
+                &n.deletion_grace_period_seconds,
+                &n.deletion_timestamp,
+                &n.finalizers,
+                &n.generate_name,
+            )
+        || (generation, labels, name, namespace, owner_references, self_link, uid)
+            != (&n.generation, &n.labels, &n.name, &n.namespace, &n.owner_references, &n.self_link, &n.uid)
+}
+
 /// Runs the Job controller until the stream of reconciles ends; its pods come from `pods`.
 pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) {
     let jobs: Api<Job> = Api::all(client.clone());
-    let index = PodIndex::new(controller_uid);
+    let index = PodIndex::passing_updates_that(controller_uid, matters_to_job);
     let pod_events = index.follow(pods.subscribe(job_pod));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
@@ -323,5 +367,47 @@ async fn release_orphans(client: Client, pods: PodIndex, jobs: Store<Job>, every
         .buffer_unordered(64)
         .collect::<Vec<()>>()
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::indexes::{COMPLETION_INDEX, INDEX_FAILURE_COUNT};
+    use super::*;
+
+    #[test]
+    fn only_updates_of_what_the_job_controller_reads_matter_to_it() {
+        let base: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "uid": "u", "resourceVersion": "1",
+                         "annotations": {COMPLETION_INDEX: "0", "jobset.sigs.k8s.io/in-place-restart-attempt": "0"},
+                         "labels": {"a": "b"}, "finalizers": [TRACKING_FINALIZER]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        type Change = fn(&mut Pod);
+        let cases: [(&str, Change, bool); 8] = [
+            ("resourceVersion only", |p| p.metadata.resource_version = Some("2".into()), false),
+            (
+                "another controller's annotation",
+                |p| annotate(p, "jobset.sigs.k8s.io/in-place-restart-attempt", "1"),
+                false,
+            ),
+            ("a batch annotation", |p| annotate(p, INDEX_FAILURE_COUNT, "1"), true),
+            ("the status", |p| p.status.as_mut().unwrap().phase = Some("Failed".into()), true),
+            ("a label", |p| p.metadata.labels = None, true),
+            ("the tracking finalizer removed", |p| p.metadata.finalizers = None, true),
+            ("deletion requested", |p| p.metadata.deletion_grace_period_seconds = Some(30), true),
+            ("the spec", |p| p.spec.as_mut().unwrap().node_name = Some("n".into()), true),
+        ];
+        for (what, change, matters) in cases {
+            let mut now = base.clone();
+            change(&mut now);
+            assert_eq!(matters_to_job(&base, &now), matters, "{what}");
+        }
+    }
+
+    fn annotate(p: &mut Pod, k: &str, v: &str) {
+        p.metadata.annotations.get_or_insert_default().insert(k.into(), v.into());
     }
 }

@@ -54,21 +54,30 @@ pub fn decide<'p>(js: &JobSet, pods: &[&'p Pod]) -> Result<Decision<'p>, String>
     let max_restarts = js.spec.failure_policy.as_ref().map(|f| f.max_restarts).unwrap_or(0);
     let none = JobSetStatus::default();
     let status = js.status.as_ref().unwrap_or(&none);
+    let (current, previous) = (status.current_in_place_restart_attempt, status.previous_in_place_restart_attempt);
     let mut d = Decision { outcome: Outcome::Unchanged, malformed: vec![] };
-    if pods.iter().any(|p| restart_count(p) > max_restarts) {
-        d.outcome = Outcome::ReachedMaxRestarts;
-        return Ok(d);
-    }
-
-    let mut attempts: Vec<(&Pod, i32)> = vec![];
-    for &p in pods.iter().filter(|p| phase(p) != Some("Failed")) {
+    // One pass and no allocation: a reconcile runs this over thousands of pods for each burst
+    // of their events in a group restart.
+    let (mut annotated, mut max, mut first, mut same) = (0i64, 0, None, true);
+    let mut current_failed = false;
+    for &p in pods {
+        if restart_count(p) > max_restarts {
+            return Ok(Decision { outcome: Outcome::ReachedMaxRestarts, malformed: vec![] });
+        }
+        if phase(p) == Some("Failed") {
+            continue;
+        }
         let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(IN_PLACE_RESTART_ATTEMPT)) else { continue };
         match v.parse::<i32>() {
-            Ok(a) if a >= 0 => attempts.push((p, a)),
+            Ok(a) if a >= 0 => {
+                annotated += 1;
+                max = max.max(a);
+                same &= *first.get_or_insert(a) == a;
+                current_failed = current_failed || (current == Some(a) && worker_failed(p));
+            }
             _ => d.malformed.push((p.metadata.name.as_deref().unwrap_or_default(), v.as_str())),
         }
     }
-    let max = attempts.iter().map(|&(_, a)| a).max().unwrap_or(0);
     // In-place attempts include the JobSet restarts that recreated the pods; those that did not
     // count towards maxRestarts do not count here either.
     let not_counted = i64::from(status.restarts) - i64::from(status.restarts_count_towards_max);
@@ -79,11 +88,7 @@ pub fn decide<'p>(js: &JobSet, pods: &[&'p Pod]) -> Result<Decision<'p>, String>
 
     let total = expected_pods(js)?;
     // The attempt every pod is at, if they all are at the same one.
-    let in_sync = match attempts.first() {
-        Some(&(_, first)) if attempts.len() as i64 == total && attempts.iter().all(|&(_, a)| a == first) => Some(first),
-        _ => None,
-    };
-    let (current, previous) = (status.current_in_place_restart_attempt, status.previous_in_place_restart_attempt);
+    let in_sync = first.filter(|_| same && annotated == total);
     if let Some(a) = in_sync
         && current != Some(a)
     {
@@ -92,8 +97,7 @@ pub fn decide<'p>(js: &JobSet, pods: &[&'p Pod]) -> Result<Decision<'p>, String>
     }
     // Upstream: out of sync, past the initial startup (some pod beyond attempt 0).
     let behind_newest = (in_sync.is_none() && max > 0).then(|| max - 1);
-    let current_failed = current.filter(|&c| attempts.iter().any(|&(p, a)| a == c && worker_failed(p)));
-    d.outcome = match behind_newest.max(current_failed) {
+    d.outcome = match behind_newest.max(current.filter(|_| current_failed)) {
         Some(a) if previous.is_none_or(|p| a > p) => Outcome::Previous(a),
         _ => Outcome::Unchanged,
     };
