@@ -18,6 +18,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use nix::sys::resource::UsageWho;
 use serde_json::{Value, json};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::{JS_NAME, Limits, cpu, rss_mb};
 
@@ -577,7 +578,7 @@ pub(super) async fn process(
 
 /// Follows `file`, a line per worker start (`s`) or failure (`f`), polling it every 2 ms (a
 /// benchmark, not a test: the resolution is part of the figure). Stops with the returned guard.
-fn follow_worker_runs(file: std::path::PathBuf) -> (tokio::sync::watch::Receiver<WorkerRuns>, AbortOnDrop) {
+fn follow_worker_runs(file: std::path::PathBuf) -> (tokio::sync::watch::Receiver<WorkerRuns>, AbortOnDropHandle<()>) {
     let (tx, rx) = tokio::sync::watch::channel(WorkerRuns::default());
     let task = tokio::spawn(async move {
         loop {
@@ -589,14 +590,5 @@ fn follow_worker_runs(file: std::path::PathBuf) -> (tokio::sync::watch::Receiver
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     });
-    (rx, AbortOnDrop(task.abort_handle()))
-}
-
-/// Aborts the task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    (rx, AbortOnDropHandle::new(task))
 }

@@ -78,6 +78,7 @@ use jobset_api::jobset::agent::runs_agent;
 use jobset_api::jobset::keys::{JOB_INDEX, JOBSET_UID};
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::{oneshot, watch};
+use tokio_util::task::AbortOnDropHandle;
 
 use super::{
     ContainerId, ContainerKind, ExecOutput, ExitStatus, Runtime, RuntimeError, StartRequest, Started, append_log,
@@ -385,15 +386,6 @@ impl Drop for Forget {
     }
 }
 
-/// Aborts a spawned task when dropped (an abandoned agent container must not run on).
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Containers that only pretend to run. Cheap: one timer per running container (one task per
 /// running in-place restart agent).
 pub struct SimulatedRuntime {
@@ -465,14 +457,15 @@ impl SimulatedRuntime {
             let task = tokio::spawn(jobset_agent::run(cfg, client, lift, None::<NoWorker>, stop(kill)));
             (id, task, forget, "sidecar")
         };
-        let abort = AbortOnDrop(task.abort_handle());
+        // Dropped with the exit future: an abandoned agent container must not run on.
+        let task = AbortOnDropHandle::new(task);
         let log_path = req.log_path.clone();
         if let Some(p) = &log_path {
             let line = format!("simulated container {name} started (in-place restart agent, {mode})");
             append_log(p, &[cri_line(jiff::Timestamp::now(), "stdout", &line)]);
         }
         let exit = async move {
-            let (_forget, _abort) = (forget, abort);
+            let _forget = forget;
             let status = match task.await {
                 Ok(code) => ExitStatus::code(code),
                 Err(e) => ExitStatus {
