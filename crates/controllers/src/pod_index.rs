@@ -73,9 +73,9 @@ impl PodIndex {
     }
 
     /// Follows one event of the pod watch, returning the pod it touched (an update only where it
-    /// matters): the index, the
-    /// controller's triggers and the shared informer hold one copy (thousands of pod events a
-    /// second in a group restart made copying them a noticeable share of the CPU).
+    /// matters): the index, the controller's triggers and the shared informer hold one copy
+    /// (thousands of pod events a second in a group restart made copying them a noticeable share
+    /// of the CPU).
     pub fn apply(&self, ev: watcher::Event<Arc<Pod>>) -> Option<Arc<Pod>> {
         match ev {
             watcher::Event::Apply(p) => {

@@ -301,7 +301,12 @@ fn track(
         watcher::Config::default().labels(&format!("{JS_NAME}={name}")),
     )
     .default_backoff()
-    .take_until(pods_until)
+    // Only a sent stop ends it, not a dropped sender.
+    .take_until(async move {
+        if pods_until.await.is_err() {
+            std::future::pending::<()>().await
+        }
+    })
     .filter_map(|e| async move { e.ok().map(|e| Seen::Pod(Box::new(e))) });
     let jobsets = watcher(
         Api::<DynamicObject>::namespaced_with(client, "default", &super::jobset_resource()),
