@@ -8,6 +8,11 @@
 //! for the pods its filter selects, starting with the cache's current content, so a controller
 //! that is restarted begins with a full list, as one with a watch of its own would. A pod that
 //! stops matching a filter is a `Delete` for that subscriber, as for a label-selector watch.
+//!
+//! Node agents of simulated nodes subscribe by node name ([`SharedPods::subscribe_node`]), as
+//! kwok's one pod informer serves every node it fakes: an event is routed to the subscribers of
+//! its pod's `spec.nodeName` alone, so hundreds of nodes cost one parse per event, not one watch
+//! each. A subscriber sees what a `spec.nodeName=<node>` field-selector watch would.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -40,11 +45,15 @@ struct Cache {
     relist: Option<HashMap<Key, Arc<Pod>>>,
     synced: bool,
     subscribers: Vec<Subscriber>,
+    /// Subscribers by the `spec.nodeName` they follow.
+    nodes: HashMap<String, Vec<Sender>>,
 }
+
+type Sender = mpsc::UnboundedSender<watcher::Event<Arc<Pod>>>;
 
 struct Subscriber {
     filter: PodFilter,
-    tx: mpsc::UnboundedSender<watcher::Event<Arc<Pod>>>,
+    tx: Sender,
 }
 
 /// One event of the watch, with the pod's previous version where it had one.
@@ -58,8 +67,8 @@ enum Change {
 
 impl Change {
     /// The event a subscriber with `filter` gets, if any.
-    fn seen_by(&self, filter: PodFilter) -> Option<watcher::Event<Arc<Pod>>> {
-        let was = |prev: &Option<Arc<Pod>>| prev.as_deref().is_some_and(filter);
+    fn seen_by(&self, filter: impl Fn(&Pod) -> bool) -> Option<watcher::Event<Arc<Pod>>> {
+        let was = |prev: &Option<Arc<Pod>>| prev.as_deref().is_some_and(&filter);
         match self {
             Change::Init => Some(watcher::Event::Init),
             Change::InitDone => Some(watcher::Event::InitDone),
@@ -69,6 +78,22 @@ impl Change {
             Change::Delete(p, prev) => (filter(p) || was(prev)).then(|| watcher::Event::Delete(p.clone())),
         }
     }
+
+    /// The nodes whose subscribers may see this change: the pod's, and its previous one's.
+    fn nodes(&self) -> [Option<&str>; 2] {
+        match self {
+            Change::Init | Change::InitDone => [None, None],
+            Change::InitApply(p) => [node_of(p), None],
+            Change::Apply(p, prev) | Change::Delete(p, prev) => {
+                let before = prev.as_deref().and_then(node_of).filter(|n| Some(*n) != node_of(p));
+                [node_of(p), before]
+            }
+        }
+    }
+}
+
+fn node_of(p: &Pod) -> Option<&str> {
+    p.spec.as_ref()?.node_name.as_deref().filter(|n| !n.is_empty())
 }
 
 fn key(p: &Pod) -> Key {
@@ -111,11 +136,38 @@ impl Cache {
         };
         // A subscriber whose receiver is gone (its controller stopped) is dropped here.
         self.subscribers.retain(|s| change.seen_by(s.filter).is_none_or(|ev| s.tx.send(ev).is_ok()));
+        let send = |subs: &mut Vec<Sender>, ev: &watcher::Event<Arc<Pod>>| subs.retain(|tx| tx.send(ev.clone()).is_ok());
+        if matches!(change, Change::Init | Change::InitDone) {
+            let ev = change.seen_by(|_| true).expect("every subscriber sees the list's bounds");
+            self.nodes.values_mut().for_each(|subs| send(subs, &ev));
+        }
+        for node in change.nodes().into_iter().flatten() {
+            if let Some(subs) = self.nodes.get_mut(node)
+                && let Some(ev) = change.seen_by(|p| node_of(p) == Some(node))
+            {
+                send(subs, &ev);
+            }
+        }
+        self.nodes.retain(|_, subs| !subs.is_empty());
     }
 
     /// Registers a subscriber, first sending it what the cache holds: the list in progress so
     /// far (the rest of it follows), else the complete list.
     fn subscribe(&mut self, filter: PodFilter) -> mpsc::UnboundedReceiver<watcher::Event<Arc<Pod>>> {
+        let (tx, rx) = self.replay(filter);
+        self.subscribers.push(Subscriber { filter, tx });
+        rx
+    }
+
+    /// Registers a subscriber of the pods bound to `node`.
+    fn subscribe_node(&mut self, node: &str) -> mpsc::UnboundedReceiver<watcher::Event<Arc<Pod>>> {
+        let (tx, rx) = self.replay(|p| node_of(p) == Some(node));
+        self.nodes.entry(node.to_string()).or_default().push(tx);
+        rx
+    }
+
+    /// A new subscriber's channel, holding what the cache has of the pods `filter` selects.
+    fn replay(&self, filter: impl Fn(&Pod) -> bool) -> (Sender, mpsc::UnboundedReceiver<watcher::Event<Arc<Pod>>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let (listed, done) = match &self.relist {
             Some(partial) => (Some(partial), false),
@@ -132,8 +184,7 @@ impl Cache {
                 let _ = tx.send(watcher::Event::InitDone);
             }
         }
-        self.subscribers.push(Subscriber { filter, tx });
-        rx
+        (tx, rx)
     }
 }
 
@@ -151,6 +202,12 @@ impl SharedPods {
     /// The events of the pods `filter` selects, from the current content of the cache on.
     pub fn subscribe(&self, filter: PodFilter) -> impl Stream<Item = watcher::Event<Arc<Pod>>> + Send + 'static {
         UnboundedReceiverStream::new(lock(&self.cache).subscribe(filter))
+    }
+
+    /// The events of the pods bound to `node`, from the current content of the cache on: what a
+    /// `spec.nodeName=<node>` watch would see (a node agent's pods).
+    pub fn subscribe_node(&self, node: &str) -> impl Stream<Item = watcher::Event<Arc<Pod>>> + Send + 'static {
+        UnboundedReceiverStream::new(lock(&self.cache).subscribe_node(node))
     }
 
     /// Every cached pod.
@@ -194,6 +251,12 @@ mod tests {
         let labels = team.map(|t| json!({"team": t})).unwrap_or(json!({}));
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns", "uid": name, "labels": labels}}))
             .unwrap()
+    }
+
+    fn on_node(name: &str, node: Option<&str>) -> Pod {
+        let mut p = pod(name, None);
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec { node_name: node.map(Into::into), ..Default::default() });
+        p
     }
 
     fn team_a(p: &Pod) -> bool {
@@ -241,6 +304,33 @@ mod tests {
         cache.apply(Delete(pod("p3", Some("a"))));
         assert_eq!(drain(&mut a), [("delete", "p1".into()), ("apply", "p3".into()), ("delete", "p3".into())]);
         assert_eq!(drain(&mut all).iter().map(|(e, _)| *e).collect::<Vec<_>>(), ["apply", "apply", "apply", "delete"]);
+    }
+
+    #[test]
+    fn a_node_subscriber_sees_the_pods_bound_to_its_node_as_a_node_name_watch_would() {
+        let mut cache = Cache::default();
+        let mut n1 = cache.subscribe_node("n1");
+        let mut n2 = cache.subscribe_node("n2");
+        listed(&mut cache, vec![on_node("p1", Some("n1")), on_node("p2", Some("n2")), on_node("p3", None)]);
+        assert_eq!(drain(&mut n1), [("init", "".into()), ("init-apply", "p1".into()), ("init-done", "".into())]);
+        assert_eq!(drain(&mut n2), [("init", "".into()), ("init-apply", "p2".into()), ("init-done", "".into())]);
+        // Bound: added for its node. Updated: only its node hears of it. Deleted: likewise.
+        cache.apply(Apply(on_node("p3", Some("n1"))));
+        cache.apply(Apply(on_node("p1", Some("n1"))));
+        cache.apply(Delete(on_node("p2", Some("n2"))));
+        assert_eq!(drain(&mut n1), [("apply", "p3".into()), ("apply", "p1".into())]);
+        assert_eq!(drain(&mut n2), [("delete", "p2".into())]);
+        // A pod whose node changed leaves the old node's view.
+        cache.apply(Apply(on_node("p3", Some("n2"))));
+        assert_eq!(drain(&mut n1), [("delete", "p3".into())]);
+        assert_eq!(drain(&mut n2), [("apply", "p3".into())]);
+        // A late subscriber starts from the cache; a dropped one is forgotten.
+        let mut late = cache.subscribe_node("n2");
+        assert_eq!(drain(&mut late), [("init", "".into()), ("init-apply", "p3".into()), ("init-done", "".into())]);
+        drop(n1);
+        cache.apply(Apply(on_node("p1", Some("n1"))));
+        assert!(!cache.nodes.contains_key("n1"));
+        assert_eq!(cache.nodes["n2"].len(), 2);
     }
 
     #[test]

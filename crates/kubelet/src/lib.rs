@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::Api;
@@ -126,10 +127,33 @@ impl NodeHandle {
     }
 }
 
-/// Starts the agent of `node`: registers the Node (retried by the heartbeat task if the first
-/// attempt fails), then spawns the heartbeat (Lease + Ready condition) and the pod watcher
-/// (pods with `spec.nodeName=<node>`, one worker task per pod).
+/// The events of a node's pods, as kube's watcher delivers them.
+pub type PodEvents = BoxStream<'static, watcher::Event<Arc<Pod>>>;
+
+/// Where a node agent learns of its pods.
+pub enum PodSource {
+    /// A watch of its own of the pods with `spec.nodeName=<node>`, as a kubelet has.
+    Watch,
+    /// Events from a pod watch the process already has (e.g. one informer serving many simulated
+    /// nodes, as kwok's does): they must be those a `spec.nodeName=<node>` watch would see.
+    Events(PodEvents),
+}
+
+/// Starts the agent of `node` with a pod watch of its own; see [`run_node_with`].
 pub async fn run_node(client: Client, node: NodeConfig, cfg: AgentConfig, runtime: Arc<dyn Runtime>) -> NodeHandle {
+    run_node_with(client, node, cfg, runtime, PodSource::Watch).await
+}
+
+/// Starts the agent of `node`: registers the Node (retried by the heartbeat task if the first
+/// attempt fails), then spawns the heartbeat (Lease + Ready condition) and the pod loop (the
+/// pods of `pods`, one worker task per pod).
+pub async fn run_node_with(
+    client: Client,
+    node: NodeConfig,
+    cfg: AgentConfig,
+    runtime: Arc<dyn Runtime>,
+    pods: PodSource,
+) -> NodeHandle {
     let (alive_tx, alive_rx) = watch::channel(true);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let ctx = Arc::new(NodeContext {
@@ -148,7 +172,11 @@ pub async fn run_node(client: Client, node: NodeConfig, cfg: AgentConfig, runtim
         }
     };
     let heartbeat = tokio::spawn(node::heartbeat(ctx.clone(), uid, shutdown_rx.clone()));
-    let pods = tokio::spawn(watch_pods(ctx.clone(), shutdown_rx));
+    let events = match pods {
+        PodSource::Watch => own_watch(&ctx),
+        PodSource::Events(events) => events,
+    };
+    let pods = tokio::spawn(watch_pods(ctx.clone(), events, shutdown_rx));
     NodeHandle {
         shared: Arc::new(Shared {
             name: ctx.node.name.clone(),
@@ -162,9 +190,8 @@ pub async fn run_node(client: Client, node: NodeConfig, cfg: AgentConfig, runtim
 /// A pod's worker: `None` once it has ended (the pod is not taken on again).
 type Workers = HashMap<String, Option<watch::Sender<Arc<Pod>>>>;
 
-fn dispatch(ctx: &Arc<NodeContext>, workers: &mut Workers, tasks: &mut JoinSet<()>, pod: Pod) {
+fn dispatch(ctx: &Arc<NodeContext>, workers: &mut Workers, tasks: &mut JoinSet<()>, pod: Arc<Pod>) {
     let Some(uid) = pod.metadata.uid.clone() else { return };
-    let pod = Arc::new(pod);
     match workers.get_mut(&uid) {
         Some(Some(tx)) => {
             if tx.send(pod).is_err() {
@@ -180,12 +207,33 @@ fn dispatch(ctx: &Arc<NodeContext>, workers: &mut Workers, tasks: &mut JoinSet<(
     }
 }
 
-/// Watches the node's pods and hands each to its worker. While the node is failed, the stream
-/// is not read (the server may then drop the watch; the watcher relists on recovery).
-async fn watch_pods(ctx: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>) {
+/// The node's own watch of its pods; errors are logged and retried with kube's back-off.
+fn own_watch(ctx: &NodeContext) -> PodEvents {
     let api: Api<Pod> = Api::all(ctx.client.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", ctx.node.name));
-    let mut stream = watcher(api, config).default_backoff().boxed();
+    let node = ctx.node.name.clone();
+    watcher(api, config)
+        .default_backoff()
+        .filter_map(move |ev| {
+            let ev = ev.inspect_err(|e| tracing::debug!(node = %node, error = %e, "pod watch")).ok();
+            std::future::ready(ev.map(shared))
+        })
+        .boxed()
+}
+
+fn shared(ev: watcher::Event<Pod>) -> watcher::Event<Arc<Pod>> {
+    match ev {
+        watcher::Event::Apply(p) => watcher::Event::Apply(Arc::new(p)),
+        watcher::Event::Delete(p) => watcher::Event::Delete(Arc::new(p)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(p) => watcher::Event::InitApply(Arc::new(p)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
+}
+
+/// Follows the node's pods and hands each to its worker. While the node is failed, the stream
+/// is not read (an own watch may then be dropped by the server; the watcher relists on recovery).
+async fn watch_pods(ctx: Arc<NodeContext>, mut stream: PodEvents, mut shutdown: watch::Receiver<bool>) {
     let mut alive = ctx.alive.clone();
     let mut workers = Workers::new();
     let mut tasks = JoinSet::new();
@@ -201,22 +249,21 @@ async fn watch_pods(ctx: Arc<NodeContext>, mut shutdown: watch::Receiver<bool>) 
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
             ev = stream.next(), if reading => match ev {
                 None => break,
-                Some(Err(e)) => tracing::debug!(node = %ctx.node.name, error = %e, "pod watch"),
-                Some(Ok(watcher::Event::Apply(pod))) => dispatch(&ctx, &mut workers, &mut tasks, pod),
-                Some(Ok(watcher::Event::Delete(pod))) => {
+                Some(watcher::Event::Apply(pod)) => dispatch(&ctx, &mut workers, &mut tasks, pod),
+                Some(watcher::Event::Delete(pod)) => {
                     // Gone from the API: dropping the sender stops the worker.
-                    if let Some(uid) = pod.metadata.uid {
-                        workers.remove(&uid);
+                    if let Some(uid) = &pod.metadata.uid {
+                        workers.remove(uid);
                     }
                 }
-                Some(Ok(watcher::Event::Init)) => listed = Some(HashSet::new()),
-                Some(Ok(watcher::Event::InitApply(pod))) => {
+                Some(watcher::Event::Init) => listed = Some(HashSet::new()),
+                Some(watcher::Event::InitApply(pod)) => {
                     if let (Some(l), Some(uid)) = (listed.as_mut(), pod.metadata.uid.clone()) {
                         l.insert(uid);
                     }
                     dispatch(&ctx, &mut workers, &mut tasks, pod);
                 }
-                Some(Ok(watcher::Event::InitDone)) => {
+                Some(watcher::Event::InitDone) => {
                     if let Some(l) = listed.take() {
                         workers.retain(|uid, _| l.contains(uid));
                     }

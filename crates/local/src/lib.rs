@@ -18,7 +18,7 @@ use jobset_controllers::shared_pods::SharedPods;
 use jobset_kubelet::runtime::Runtime;
 use jobset_kubelet::runtime::process::{ProcessConfig, ProcessRuntime};
 use jobset_kubelet::runtime::simulated::{SimulatedRuntime, SimulationState};
-use jobset_kubelet::{AgentConfig, NodeConfig, NodeHandle};
+use jobset_kubelet::{AgentConfig, NodeConfig, NodeHandle, PodSource};
 use kube::Client;
 use kube::runtime::watcher;
 use tokio::task::JoinHandle;
@@ -174,10 +174,14 @@ impl LocalCluster {
                 Arc::new(ProcessRuntime::new(p))
             }
         };
+        // The node agents follow their pods through the controllers' pod watch, as kwok's nodes
+        // share one informer: one parse per pod event instead of one more per node watch.
         let mut nodes = Vec::with_capacity(config.nodes.len());
         for n in &config.nodes {
+            let events = PodSource::Events(Box::pin(pods.subscribe_node(&n.name)));
             nodes.push(
-                jobset_kubelet::run_node(server.client(), n.clone(), config.agent.clone(), runtime.clone()).await,
+                jobset_kubelet::run_node_with(server.client(), n.clone(), config.agent.clone(), runtime.clone(), events)
+                    .await,
             );
         }
         tasks.push(jobset_kubelet::follow_failure_annotations(server.client(), nodes.clone()));
