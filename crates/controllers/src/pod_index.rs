@@ -15,34 +15,63 @@ pub type OwnerKey = fn(&Pod) -> Option<&str>;
 /// Whether an update of a pod (its version before, and now) can change its owner's reconcile.
 pub type Matters = fn(&Pod, &Pod) -> bool;
 
+/// Counts over an owner's pods, kept up to date as they are filed and unfiled (e.g. a JobSet's
+/// in-place restart tally), so that a reconcile reads them instead of every pod. Each pod's
+/// digest is taken once per event and kept, so exactly what was added is removed.
+pub trait Summary: Default + Clone + Send + 'static {
+    type Digest: Send + 'static;
+    fn digest(p: &Pod) -> Self::Digest;
+    fn add(&mut self, d: &Self::Digest);
+    fn remove(&mut self, d: &Self::Digest);
+}
+
+/// No summary.
+impl Summary for () {
+    type Digest = ();
+    fn digest(_: &Pod) {}
+    fn add(&mut self, _: &()) {}
+    fn remove(&mut self, _: &()) {}
+}
+
 #[derive(Clone)]
-pub struct PodIndex {
+pub struct PodIndex<S: Summary = ()> {
     key: OwnerKey,
     matters: Matters,
-    pods: Arc<Mutex<Grouped>>,
+    pods: Arc<Mutex<Grouped<S>>>,
     /// The relist in progress (between `Init` and `InitDone`).
-    relist: Arc<Mutex<Grouped>>,
+    relist: Arc<Mutex<Grouped<S>>>,
     /// The first list is complete.
     synced: Arc<AtomicBool>,
 }
 
-#[derive(Default)]
-struct Grouped {
-    /// Owner key → pod uid → pod.
-    by_owner: HashMap<String, HashMap<String, Arc<Pod>>>,
+/// One owner's pods (pod uid → pod and its digest) and their summary.
+struct Group<S: Summary> {
+    pods: HashMap<String, (Arc<Pod>, S::Digest)>,
+    summary: S,
+}
+
+struct Grouped<S: Summary> {
+    by_owner: HashMap<String, Group<S>>,
     /// Pod uid → the owner key it is filed under, so a pod whose key changed moves.
     filed: HashMap<String, String>,
 }
 
-impl Grouped {
+impl<S: Summary> Default for Grouped<S> {
+    fn default() -> Self {
+        Grouped { by_owner: HashMap::new(), filed: HashMap::new() }
+    }
+}
+
+impl<S: Summary> Grouped<S> {
     fn remove(&mut self, pod_uid: &str) -> Option<Arc<Pod>> {
         let owner = self.filed.remove(pod_uid)?;
-        let pods = self.by_owner.get_mut(&owner)?;
-        let removed = pods.remove(pod_uid);
-        if pods.is_empty() {
+        let group = self.by_owner.get_mut(&owner)?;
+        let (removed, digest) = group.pods.remove(pod_uid)?;
+        group.summary.remove(&digest);
+        if group.pods.is_empty() {
             self.by_owner.remove(&owner);
         }
-        removed
+        Some(removed)
     }
 
     /// Files `pod`, returning the version it replaces.
@@ -50,7 +79,13 @@ impl Grouped {
         let uid = pod.metadata.uid.as_deref()?;
         let previous = self.remove(uid);
         if let Some(owner) = key(pod) {
-            self.by_owner.entry(owner.to_string()).or_default().insert(uid.to_string(), pod.clone());
+            let digest = S::digest(pod);
+            let group = self
+                .by_owner
+                .entry(owner.to_string())
+                .or_insert_with(|| Group { pods: HashMap::new(), summary: S::default() });
+            group.summary.add(&digest);
+            group.pods.insert(uid.to_string(), (pod.clone(), digest));
             self.filed.insert(uid.to_string(), owner.to_string());
         }
         previous
@@ -61,14 +96,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-impl PodIndex {
-    pub fn new(key: OwnerKey) -> PodIndex {
+impl<S: Summary> PodIndex<S> {
+    pub fn new(key: OwnerKey) -> PodIndex<S> {
         PodIndex::passing_updates_that(key, |_, _| true)
     }
 
     /// An index that passes on an update of a pod it holds only where `matters(before, now)`;
     /// it files every update all the same.
-    pub fn passing_updates_that(key: OwnerKey, matters: Matters) -> PodIndex {
+    pub fn passing_updates_that(key: OwnerKey, matters: Matters) -> PodIndex<S> {
         PodIndex { key, matters, pods: Arc::default(), relist: Arc::default(), synced: Arc::default() }
     }
 
@@ -116,7 +151,16 @@ impl PodIndex {
 
     /// The pods filed under `owner`.
     pub fn of(&self, owner: &str) -> Vec<Arc<Pod>> {
-        lock(&self.pods).by_owner.get(owner).map(|m| m.values().cloned().collect()).unwrap_or_default()
+        lock(&self.pods)
+            .by_owner
+            .get(owner)
+            .map(|g| g.pods.values().map(|(p, _)| p.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The summary of the pods filed under `owner`.
+    pub fn summary(&self, owner: &str) -> S {
+        lock(&self.pods).by_owner.get(owner).map(|g| g.summary.clone()).unwrap_or_default()
     }
 
     /// The pods filed under an owner that `live` rejects, once the first list is complete
@@ -127,7 +171,8 @@ impl PodIndex {
             return None;
         }
         let pods = lock(&self.pods);
-        Some(pods.by_owner.iter().filter(|(owner, _)| !live(owner)).flat_map(|(_, m)| m.values().cloned()).collect())
+        let orphaned = pods.by_owner.iter().filter(|(owner, _)| !live(owner));
+        Some(orphaned.flat_map(|(_, g)| g.pods.values().map(|(p, _)| p.clone())).collect())
     }
 }
 
@@ -155,7 +200,7 @@ mod tests {
 
     #[test]
     fn pods_are_filed_by_owner_through_key_changes_deletions_and_relists() {
-        let index = PodIndex::new(by_label);
+        let index: PodIndex = PodIndex::new(by_label);
         let touched = index.apply(watcher::Event::Apply(filed("a", "p1")));
         assert_eq!(touched.and_then(|p| p.metadata.uid.clone()).as_deref(), Some("p1"));
         index.apply(watcher::Event::Apply(filed("a", "p2")));
@@ -171,10 +216,46 @@ mod tests {
         assert_eq!((uids(&index, "a"), uids(&index, "b")), (vec!["p3".into()], vec![]));
     }
 
+    /// The names of an owner's pods, as a summary.
+    #[derive(Clone, Default, Debug, PartialEq)]
+    struct Names(Vec<String>);
+
+    impl Summary for Names {
+        type Digest = String;
+        fn digest(p: &Pod) -> String {
+            p.metadata.name.clone().unwrap_or_default()
+        }
+        fn add(&mut self, d: &String) {
+            self.0.push(d.clone());
+            self.0.sort();
+        }
+        fn remove(&mut self, d: &String) {
+            self.0.retain(|n| n != d);
+        }
+    }
+
+    #[test]
+    fn an_owners_summary_follows_its_pods_through_updates_key_changes_deletions_and_relists() {
+        let index: PodIndex<Names> = PodIndex::new(by_label);
+        let names = |owner: &str| index.summary(owner).0;
+        index.apply(watcher::Event::Apply(filed("a", "p1")));
+        index.apply(watcher::Event::Apply(filed("a", "p2")));
+        index.apply(watcher::Event::Apply(filed("a", "p2")));
+        assert_eq!(names("a"), ["p1", "p2"], "an update replaces the pod's digest");
+        index.apply(watcher::Event::Apply(filed("b", "p2")));
+        assert_eq!((names("a"), names("b")), (vec!["p1".to_string()], vec!["p2".to_string()]));
+        index.apply(watcher::Event::Delete(filed("b", "p2")));
+        assert!(names("b").is_empty());
+        index.apply(watcher::Event::Init);
+        index.apply(watcher::Event::InitApply(filed("b", "p3")));
+        index.apply(watcher::Event::InitDone);
+        assert_eq!((names("a"), names("b")), (vec![], vec!["p3".to_string()]));
+    }
+
     #[test]
     fn an_update_that_does_not_matter_is_filed_but_not_passed_on() {
         let labels_changed = |a: &Pod, b: &Pod| a.metadata.labels != b.metadata.labels;
-        let index = PodIndex::passing_updates_that(by_label, labels_changed);
+        let index: PodIndex = PodIndex::passing_updates_that(by_label, labels_changed);
         let mut p1 = filed("a", "p1");
         assert!(index.apply(watcher::Event::Apply(p1.clone())).is_some(), "a new pod always matters");
         Arc::make_mut(&mut p1).metadata.annotations = Some([("k".into(), "v".into())].into());
@@ -186,7 +267,7 @@ mod tests {
 
     #[test]
     fn pods_of_owners_that_are_gone_are_listed_only_once_the_first_list_is_complete() {
-        let index = PodIndex::new(by_label);
+        let index: PodIndex = PodIndex::new(by_label);
         index.apply(watcher::Event::Init);
         index.apply(watcher::Event::InitApply(filed("a", "p1")));
         assert!(index.of_owners_not(|_| false).is_none());

@@ -136,7 +136,8 @@ impl Cache {
         };
         // A subscriber whose receiver is gone (its controller stopped) is dropped here.
         self.subscribers.retain(|s| change.seen_by(s.filter).is_none_or(|ev| s.tx.send(ev).is_ok()));
-        let send = |subs: &mut Vec<Sender>, ev: &watcher::Event<Arc<Pod>>| subs.retain(|tx| tx.send(ev.clone()).is_ok());
+        let send =
+            |subs: &mut Vec<Sender>, ev: &watcher::Event<Arc<Pod>>| subs.retain(|tx| tx.send(ev.clone()).is_ok());
         if matches!(change, Change::Init | Change::InitDone) {
             let ev = change.seen_by(|_| true).expect("every subscriber sees the list's bounds");
             self.nodes.values_mut().for_each(|subs| send(subs, &ev));

@@ -180,8 +180,14 @@ impl LocalCluster {
         for n in &config.nodes {
             let events = PodSource::Events(Box::pin(pods.subscribe_node(&n.name)));
             nodes.push(
-                jobset_kubelet::run_node_with(server.client(), n.clone(), config.agent.clone(), runtime.clone(), events)
-                    .await,
+                jobset_kubelet::run_node_with(
+                    server.client(),
+                    n.clone(),
+                    config.agent.clone(),
+                    runtime.clone(),
+                    events,
+                )
+                .await,
             );
         }
         tasks.push(jobset_kubelet::follow_failure_annotations(server.client(), nodes.clone()));

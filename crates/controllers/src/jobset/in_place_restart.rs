@@ -20,6 +20,8 @@
 //! before it: the kubelet keeps it until the container runs again, which behind the barrier is
 //! only after `current` moved on, so counting it would deprecate every new attempt at once.
 
+use std::collections::BTreeMap;
+
 use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
 use jobset_api::jobset::{JobSet, JobSetStatus};
 use k8s_openapi::api::core::v1::Pod;
@@ -40,44 +42,120 @@ pub enum Outcome {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision<'p> {
+pub struct Decision<'t> {
     pub outcome: Outcome,
-    /// Pods whose annotation is not a non-negative integer, with its value. Upstream fails the
+    /// Pods whose annotation is not a non-negative integer, as (pod, value). Upstream fails the
     /// reconcile over one; here the pod is left out (as if its agent had not annotated yet, which
     /// holds every barrier) and the caller logs it, so the rest of the reconcile and the other
     /// pods go on and a fixed annotation is picked up by the next reconcile.
-    pub malformed: Vec<(&'p str, &'p str)>,
+    pub malformed: Vec<(&'t str, &'t str)>,
 }
 
-/// Decides from the JobSet (spec and current status) and all its pods.
-pub fn decide<'p>(js: &JobSet, pods: &[&'p Pod]) -> Result<Decision<'p>, String> {
+/// What one pod contributes to its JobSet's [`Tally`], read once per pod event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodDigest {
+    restart_count: i32,
+    /// The attempt annotation of a pod that has not failed: parsed, or malformed as (pod, value).
+    attempt: Option<Result<i32, (String, String)>>,
+    worker_failed: bool,
+}
+
+/// Counts over a JobSet's pods, kept up to date as pod events arrive (the pod index adds and
+/// removes each pod's [`PodDigest`]), so a reconcile decides without reading thousands of pods:
+/// in a group restart the controller reconciles for every burst of their events.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// restartCount (the highest of each pod's containers) → pods.
+    restart_counts: BTreeMap<i32, usize>,
+    /// Attempt → pods at it (pods not Failed, with a well-formed annotation).
+    attempts: BTreeMap<i32, usize>,
+    /// Attempt → pods at it with a failed worker.
+    failed_workers: BTreeMap<i32, usize>,
+    /// Pod → its malformed annotation.
+    malformed: BTreeMap<String, String>,
+}
+
+fn count(m: &mut BTreeMap<i32, usize>, k: i32, add: bool) {
+    if add {
+        *m.entry(k).or_default() += 1;
+    } else if let Some(n) = m.get_mut(&k) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&k);
+        }
+    }
+}
+
+impl PodDigest {
+    pub fn of(p: &Pod) -> PodDigest {
+        let attempt = (phase(p) != Some("Failed"))
+            .then(|| p.metadata.annotations.as_ref()?.get(IN_PLACE_RESTART_ATTEMPT))
+            .flatten()
+            .map(|v| {
+                let name = || p.metadata.name.clone().unwrap_or_default();
+                v.parse::<i32>().ok().filter(|a| *a >= 0).ok_or_else(|| (name(), v.clone()))
+            });
+        PodDigest {
+            restart_count: restart_count(p),
+            worker_failed: matches!(attempt, Some(Ok(_))) && worker_failed(p),
+            attempt,
+        }
+    }
+}
+
+impl Tally {
+    /// The tally of `pods`, as the pod index keeps it.
+    pub fn of<'p>(pods: impl IntoIterator<Item = &'p Pod>) -> Tally {
+        let mut t = Tally::default();
+        pods.into_iter().for_each(|p| t.apply(&PodDigest::of(p), true));
+        t
+    }
+
+    fn apply(&mut self, d: &PodDigest, add: bool) {
+        count(&mut self.restart_counts, d.restart_count, add);
+        match &d.attempt {
+            Some(Ok(a)) => {
+                count(&mut self.attempts, *a, add);
+                if d.worker_failed {
+                    count(&mut self.failed_workers, *a, add);
+                }
+            }
+            Some(Err((pod, v))) if add => {
+                self.malformed.insert(pod.clone(), v.clone());
+            }
+            Some(Err((pod, _))) => {
+                self.malformed.remove(pod);
+            }
+            None => {}
+        }
+    }
+}
+
+impl crate::pod_index::Summary for Tally {
+    type Digest = PodDigest;
+    fn digest(p: &Pod) -> PodDigest {
+        PodDigest::of(p)
+    }
+    fn add(&mut self, d: &PodDigest) {
+        self.apply(d, true);
+    }
+    fn remove(&mut self, d: &PodDigest) {
+        self.apply(d, false);
+    }
+}
+
+/// Decides from the JobSet (spec and current status) and the tally of all its pods.
+pub fn decide<'t>(js: &JobSet, pods: &'t Tally) -> Result<Decision<'t>, String> {
     let max_restarts = js.spec.failure_policy.as_ref().map(|f| f.max_restarts).unwrap_or(0);
     let none = JobSetStatus::default();
     let status = js.status.as_ref().unwrap_or(&none);
     let (current, previous) = (status.current_in_place_restart_attempt, status.previous_in_place_restart_attempt);
-    let mut d = Decision { outcome: Outcome::Unchanged, malformed: vec![] };
-    // One pass and no allocation: a reconcile runs this over thousands of pods for each burst
-    // of their events in a group restart.
-    let (mut annotated, mut max, mut first, mut same) = (0i64, 0, None, true);
-    let mut current_failed = false;
-    for &p in pods {
-        if restart_count(p) > max_restarts {
-            return Ok(Decision { outcome: Outcome::ReachedMaxRestarts, malformed: vec![] });
-        }
-        if phase(p) == Some("Failed") {
-            continue;
-        }
-        let Some(v) = p.metadata.annotations.as_ref().and_then(|a| a.get(IN_PLACE_RESTART_ATTEMPT)) else { continue };
-        match v.parse::<i32>() {
-            Ok(a) if a >= 0 => {
-                annotated += 1;
-                max = max.max(a);
-                same &= *first.get_or_insert(a) == a;
-                current_failed = current_failed || (current == Some(a) && worker_failed(p));
-            }
-            _ => d.malformed.push((p.metadata.name.as_deref().unwrap_or_default(), v.as_str())),
-        }
+    if pods.restart_counts.last_key_value().is_some_and(|(rc, _)| *rc > max_restarts) {
+        return Ok(Decision { outcome: Outcome::ReachedMaxRestarts, malformed: vec![] });
     }
+    let malformed = pods.malformed.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
+    let mut d = Decision { outcome: Outcome::Unchanged, malformed };
+    let max = pods.attempts.last_key_value().map_or(0, |(a, _)| *a);
     // In-place attempts include the JobSet restarts that recreated the pods; those that did not
     // count towards maxRestarts do not count here either.
     let not_counted = i64::from(status.restarts) - i64::from(status.restarts_count_towards_max);
@@ -87,14 +165,16 @@ pub fn decide<'p>(js: &JobSet, pods: &[&'p Pod]) -> Result<Decision<'p>, String>
     }
 
     let total = expected_pods(js)?;
+    let annotated: usize = pods.attempts.values().sum();
     // The attempt every pod is at, if they all are at the same one.
-    let in_sync = first.filter(|_| same && annotated == total);
+    let in_sync = (pods.attempts.len() == 1 && annotated as i64 == total).then_some(max);
     if let Some(a) = in_sync
         && current != Some(a)
     {
         d.outcome = Outcome::Current(a);
         return Ok(d);
     }
+    let current_failed = current.is_some_and(|c| pods.failed_workers.contains_key(&c));
     // Upstream: out of sync, past the initial startup (some pod beyond attempt 0).
     let behind_newest = (in_sync.is_none() && max > 0).then(|| max - 1);
     d.outcome = match behind_newest.max(current.filter(|_| current_failed)) {
@@ -185,7 +265,7 @@ mod tests {
 
     fn outcome(js: &JobSet, pods: Vec<PodBuilder>) -> Outcome {
         let pods: Vec<Pod> = pods.into_iter().map(PodBuilder::obj).collect();
-        decide(js, &pods.iter().collect::<Vec<_>>()).unwrap().outcome
+        decide(js, &Tally::of(&pods)).unwrap().outcome
     }
 
     #[test]
@@ -384,16 +464,36 @@ mod tests {
             })
             .map(PodBuilder::obj)
             .collect();
-        let d = decide(&js(json!({})), &pods.iter().collect::<Vec<_>>()).unwrap();
+        let tally = Tally::of(&pods);
+        let d = decide(&js(json!({})), &tally).unwrap();
         assert_eq!(d.outcome, Outcome::Unchanged, "four of six pods annotated: not in sync");
         assert_eq!(d.malformed, [("p0", "x"), ("p1", "-1")]);
+    }
+
+    #[test]
+    fn a_pod_removed_from_the_tally_leaves_it_as_if_it_had_never_been_counted() {
+        let base: Vec<Pod> = all_at(1).into_iter().map(PodBuilder::obj).collect();
+        let extras = [
+            pod("js", "x").at(1).terminated("worker", 3, 10),
+            pod("js", "x").annotate("x"),
+            pod("js", "x").at(4).restart_count("worker", 7),
+            pod("js", "x").at(2).phase("Failed"),
+        ];
+        for extra in extras {
+            let extra = PodDigest::of(&extra.obj());
+            let mut t = Tally::of(&base);
+            crate::pod_index::Summary::add(&mut t, &extra);
+            assert_ne!(t, Tally::of(&base), "{extra:?} is counted");
+            crate::pod_index::Summary::remove(&mut t, &extra);
+            assert_eq!(t, Tally::of(&base), "{extra:?} is uncounted");
+        }
     }
 
     #[test]
     fn completions_unequal_to_parallelism_is_an_error() {
         let mut j = js(json!({}));
         j.spec.replicated_jobs[1].template.0["spec"]["completions"] = json!(3);
-        let err = decide(&j, &[]).unwrap_err();
+        let err = decide(&j, &Tally::default()).unwrap_err();
         assert_eq!(
             err,
             "ps: in-place restart requires jobTemplate.spec.completions == jobTemplate.spec.parallelism != nil"

@@ -34,6 +34,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
 
+use self::in_place_restart::Tally;
 use self::metrics::Metrics;
 use self::sync::{Plan, SyncInput};
 use self::update::Metric;
@@ -72,7 +73,7 @@ pub struct Ctx {
     services: Store<Service>,
     /// Claims labelled with a JobSet name (those the controller creates).
     claims: Store<PersistentVolumeClaim>,
-    pods: PodIndex,
+    pods: PodIndex<Tally>,
     recorder: Recorder,
     config: JobSetControllerConfig,
     pub metrics: Arc<Metrics>,
@@ -117,16 +118,18 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
     }
     let ns = js.namespace().to_string();
     let jobs: Vec<Arc<Job>> = ctx.jobs.state().into_iter().filter(|j| owned_by(&j.metadata, &uid)).collect();
-    // Only BlockingRecreate and InPlaceRestart read pods: a Recreate JobSet of thousands of pods
-    // does not copy them on every reconcile.
-    let pods = match js.restart_strategy() {
-        RestartStrategy::Recreate => vec![],
-        RestartStrategy::BlockingRecreate | RestartStrategy::InPlaceRestart => ctx.pods.of(&uid),
+    // Only BlockingRecreate reads pods, and InPlaceRestart their tally: a JobSet of thousands of
+    // pods does not copy them on every reconcile.
+    let (pods, tally) = match js.restart_strategy() {
+        RestartStrategy::Recreate => (vec![], Tally::default()),
+        RestartStrategy::BlockingRecreate => (ctx.pods.of(&uid), Tally::default()),
+        RestartStrategy::InPlaceRestart => (vec![], ctx.pods.summary(&uid)),
     };
     let plan = sync::sync(&SyncInput {
         js,
         jobs: jobs.iter().map(|j| j.as_ref()).collect(),
         pods: pods.iter().map(|p| p.as_ref()).collect(),
+        in_place: &tally,
         now: jiff::Timestamp::now(),
         features: &ctx.config.features,
     })

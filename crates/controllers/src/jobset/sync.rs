@@ -15,7 +15,7 @@ use super::children::{self, Child, Classified};
 use super::conditions::Cond;
 use super::construct::construct_job;
 use super::failure_policy::{self, FailedJob};
-use super::in_place_restart::{self, Outcome};
+use super::in_place_restart::{self, Outcome, Tally};
 use super::startup_policy::{all_replicas_started, depends_on_satisfied, depends_on_unreachable, in_order};
 use super::success_policy;
 use super::ttl::{self, Ttl};
@@ -25,9 +25,11 @@ pub struct SyncInput<'a> {
     pub js: &'a JobSet,
     /// Jobs whose controller is this JobSet.
     pub jobs: Vec<&'a Job>,
-    /// The JobSet's pods: BlockingRecreate waits for those of earlier attempts, InPlaceRestart
-    /// reads their attempts. Other restart strategies need none.
+    /// The JobSet's pods: BlockingRecreate waits for those of earlier attempts. Other restart
+    /// strategies need none.
     pub pods: Vec<&'a Pod>,
+    /// The tally of the JobSet's pods that InPlaceRestart decides from.
+    pub in_place: &'a Tally,
     pub now: Timestamp,
     pub features: &'a Features,
 }
@@ -153,13 +155,13 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
     }
     // Upstream returns before this while an InOrder startup waits for a replicated job.
     if js.restart_strategy() == RestartStrategy::InPlaceRestart && input.features.in_place_restart && !starting {
-        in_place(js, &input.pods, &mut plan.update)?;
+        in_place(js, input.in_place, &mut plan.update)?;
     }
     Ok(plan)
 }
 
 /// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
-fn in_place(js: &JobSet, pods: &[&Pod], u: &mut Update) -> Result<(), String> {
+fn in_place(js: &JobSet, pods: &Tally, u: &mut Update) -> Result<(), String> {
     let d = in_place_restart::decide(js, pods)?;
     for (pod, value) in &d.malformed {
         tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
@@ -401,6 +403,7 @@ mod tests {
             js,
             jobs: jobs.iter().collect(),
             pods: pods.iter().collect(),
+            in_place: &Tally::of(pods),
             now: Timestamp::from_second(1_000).unwrap(),
             features: &features,
         })
@@ -639,6 +642,7 @@ mod tests {
                 js: &j,
                 jobs: jobs.iter().collect(),
                 pods: pods.iter().collect(),
+                in_place: &Tally::of(&pods),
                 now: Timestamp::from_second(1_000).unwrap(),
                 features,
             })
