@@ -1030,14 +1030,14 @@ async fn success_policy_any_with_targets_completes_on_the_first_targeted_job() {
     assert_eq!(cond(&r.js, COND_COMPLETED), expect("True", REASON_ALL_JOBS_COMPLETED, MSG_ALL_JOBS_COMPLETED));
     assert_eq!(status(&r.js).terminal_state, "Completed");
     assert_eq!(rj_status(&r.js, "leader").succeeded, 1);
-    // The quick Job finished first and did not complete the JobSet: the leader did.
+    // The quick Job finished first and did not complete the JobSet: the leader did. The JobSet's
+    // watch may be ahead of the Jobs' recorder: wait for it to have seen the leader complete.
+    let done = |log: &[Seen<Job>], job: &str| {
+        log.iter().position(|s| name_of(&s.obj) == format!("{name}-{job}-0") && job_condition(&s.obj, "Complete"))
+    };
+    r.jobs.until("the leader's Job Complete", |log| done(log, "leader").is_some()).await;
     let log = r.jobs.snapshot();
-    let quick_done =
-        log.iter().position(|s| name_of(&s.obj) == format!("{name}-quick-0") && job_condition(&s.obj, "Complete"));
-    let leader_done =
-        log.iter().position(|s| name_of(&s.obj) == format!("{name}-leader-0") && job_condition(&s.obj, "Complete"));
-    assert!(leader_done.is_some());
-    if let (Some(q), Some(l)) = (quick_done, leader_done) {
+    if let (Some(q), Some(l)) = (done(&log, "quick"), done(&log, "leader")) {
         assert!(q < l, "quick (10 ms) finished before the leader (500 ms)");
     }
     wait_jobs(&jobs_api(&c), name, "the running workers deleted", |jobs| {
