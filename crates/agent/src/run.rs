@@ -152,7 +152,8 @@ async fn annotate(pods: &PodWriter, pod: &str, attempt: i32, backoff: BackoffCon
         "metadata": {"name": pod, "annotations": {IN_PLACE_RESTART_ATTEMPT: attempt.to_string()}},
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    let mut delays = JitteredBackoff::new(backoff);
+    // Seeded only on a failure: thousands of agents annotate at once, nearly all at the first try.
+    let mut delays = None;
     loop {
         match pods.patch(pod, &params, &Patch::Apply(&patch)).await {
             Ok(_) => {
@@ -160,7 +161,7 @@ async fn annotate(pods: &PodWriter, pod: &str, attempt: i32, backoff: BackoffCon
                 return;
             }
             Err(e) => {
-                let delay = delays.next_delay();
+                let delay = delays.get_or_insert_with(|| JitteredBackoff::new(backoff)).next_delay();
                 tracing::warn!(error = %e, retry_in = ?delay, "writing the pod's attempt annotation");
                 tokio::time::sleep(delay).await;
             }

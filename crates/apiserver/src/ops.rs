@@ -691,8 +691,28 @@ fn patch_metadata(
     else {
         return Ok(None);
     };
+    // Whether the patch changes each map, read from the patch itself: merging a map of strings
+    // sets or (null) removes each key it names. A map with a directive (`$patch`, `$retainKeys`)
+    // or that is not a map goes down the general path.
+    let changes = |k: &str| match (pm.get(k), old.get(k)) {
+        (None, _) => Some(false),
+        (Some(Value::Null), was) => Some(was.is_some()),
+        (Some(Value::Object(m)), _) if m.keys().any(|k| k.starts_with('$')) => None,
+        // The merge creates the map, even an empty one.
+        (Some(Value::Object(_)), None) => Some(true),
+        (Some(Value::Object(m)), Some(Value::Object(was))) => Some(m.iter().any(|(key, v)| match (was.get(key), v) {
+            (None, Value::Null) => false,
+            (before, v) => before != Some(v),
+        })),
+        _ => None,
+    };
+    let (Some(labels), Some(annotations)) = (changes("labels"), changes("annotations")) else { return Ok(None) };
+    if !labels && !annotations {
+        return Ok(Some(cur.clone()));
+    }
+    let (kept_name, kept_namespace) = (old.get("name").cloned(), old.get("namespace").cloned());
     // The same merge as the general path's, on an object that is only the metadata.
-    let mut doc = Value::Object([("metadata".to_string(), Value::Object(old.clone()))].into_iter().collect());
+    let mut doc = Value::Object([("metadata".to_string(), Value::Object(old))].into_iter().collect());
     match kind {
         PatchType::Merge => json_patch::merge(&mut doc, patch),
         _ => {
@@ -701,16 +721,14 @@ fn patch_metadata(
         }
     }
     let Some(new) = doc.get("metadata").and_then(Value::as_object) else { return Ok(None) };
-    let changed = |k: &String| old.get(k) != new.get(k);
-    if old.keys().chain(new.keys()).any(|k| changed(k) && k != "labels" && k != "annotations") {
+    // Nothing but the maps the patch names can change, unless it set the name or namespace.
+    if new.get("name") != kept_name.as_ref() || new.get("namespace") != kept_namespace.as_ref() {
         return Ok(None);
     }
-    if !old.keys().chain(new.keys()).any(changed) {
-        return Ok(Some(cur.clone()));
-    }
     // The name did not change, and the stored labels or annotations that did not were valid.
-    let changed_map = |k: &str| new.get(k).filter(|_| old.get(k) != new.get(k));
-    let causes = validate_labels_and_annotations(changed_map("labels"), changed_map("annotations"));
+    let changed_map = |k: &str, changed: bool| new.get(k).filter(|_| changed);
+    let causes =
+        validate_labels_and_annotations(changed_map("labels", labels), changed_map("annotations", annotations));
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
@@ -1169,6 +1187,26 @@ mod tests {
                 PatchType::Merge,
                 json!({"metadata": {"labels": {"app": "not valid!"}}}),
                 true,
+            ),
+            (
+                "merge: removing a label there is not",
+                PatchType::Merge,
+                json!({"metadata": {"labels": {"nope": null}}}),
+                true,
+            ),
+            ("strategic: an empty map of labels", PatchType::Strategic, json!({"metadata": {"labels": {}}}), true),
+            ("merge: every label removed", PatchType::Merge, json!({"metadata": {"labels": null}}), true),
+            (
+                "merge: a name that is not a string",
+                PatchType::Merge,
+                json!({"metadata": {"name": 5, "labels": {"b": "c"}}}),
+                false,
+            ),
+            (
+                "strategic: a directive among the annotations",
+                PatchType::Strategic,
+                json!({"metadata": {"annotations": {"$patch": "replace", "x": "1"}}}),
+                false,
             ),
         ];
         for (what, kind, patch, fast) in cases {
