@@ -50,8 +50,10 @@ pub async fn run(client: Client, cfg: SchedulerConfig, pods: SharedPods) {
     let (nodes, _nodes_task) = cache::<Node>(Api::all(client.clone()), changed.clone());
     let pod_changes = pods.subscribe(|_| true);
     let notify = changed.clone();
-    let _pods_task = AbortOnDropHandle::new(tokio::spawn(pod_changes.for_each(move |_| {
-        notify.notify_one();
+    let _pods_task = AbortOnDropHandle::new(tokio::spawn(pod_changes.for_each(move |ev| {
+        if may_change_a_round(&ev) {
+            notify.notify_one();
+        }
         future::ready(())
     })));
     if nodes.wait_until_ready().await.is_err() || !pods.wait_until_ready().await {
@@ -63,6 +65,19 @@ pub async fn run(client: Client, cfg: SchedulerConfig, pods: SharedPods) {
         s.round(&nodes.state(), &pods.state()).await;
         // Changes during the round left a permit: the next round starts at once.
         let _ = tokio::time::timeout(retry, changed.notified()).await;
+    }
+}
+
+/// Whether a pod event can change what a round does: an unbound pod (to place), one that frees
+/// its node (terminating, finished, gone), a relist. An update of a running pod (its status, its
+/// annotations, its binding, which leaves an assumption that the next round drops) cannot: a
+/// group restart in place annotates thousands of them, and each round costs a pass over every pod.
+fn may_change_a_round(ev: &watcher::Event<Arc<Pod>>) -> bool {
+    match ev {
+        watcher::Event::Apply(p) | watcher::Event::InitApply(p) => {
+            fit::node_name(p).is_none() || p.metadata.deletion_timestamp.is_some() || fit::is_terminal(p)
+        }
+        watcher::Event::Delete(_) | watcher::Event::Init | watcher::Event::InitDone => true,
     }
 }
 
@@ -199,4 +214,42 @@ where
         future::ready(())
     }));
     (reader, AbortOnDropHandle::new(task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(node: Option<&str>, deleting: bool, phase: &str) -> Arc<Pod> {
+        let deletion = deleting.then_some("2026-11-26T00:00:00Z");
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns", "deletionTimestamp": deletion},
+                "spec": {"nodeName": node, "containers": []},
+                "status": {"phase": phase}
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[test]
+    fn only_pod_events_that_can_change_a_round_start_one() {
+        use watcher::Event::{Apply, Delete, Init, InitApply, InitDone};
+        let cases = [
+            ("an unbound pod", Apply(pod(None, false, "Pending")), true),
+            ("an unbound pod listed", InitApply(pod(None, false, "Pending")), true),
+            ("a running pod updated", Apply(pod(Some("n1"), false, "Running")), false),
+            ("a pod just bound", Apply(pod(Some("n1"), false, "Pending")), false),
+            ("a running pod terminating", Apply(pod(Some("n1"), true, "Running")), true),
+            ("a pod finished", Apply(pod(Some("n1"), false, "Succeeded")), true),
+            ("a pod failed", Apply(pod(Some("n1"), false, "Failed")), true),
+            ("a pod gone", Delete(pod(Some("n1"), false, "Running")), true),
+            ("a relist", Init, true),
+            ("a relist done", InitDone, true),
+        ];
+        for (what, ev, want) in cases {
+            assert_eq!(may_change_a_round(&ev), want, "{what}");
+        }
+    }
 }
