@@ -1,6 +1,7 @@
 //! A stored object: its JSON bytes (served as is) plus the few metadata fields the server indexes.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use bytes::Bytes;
 use serde_json::Value;
@@ -17,6 +18,9 @@ pub struct OwnerRef {
 pub struct Obj {
     /// The serialized object, exactly what GET returns.
     pub raw: Bytes,
+    /// Where `metadata`'s value is in `raw` (empty without one): a labels-or-annotations patch
+    /// parses and replaces only those bytes.
+    pub meta: Range<usize>,
     pub namespace: String,
     pub name: String,
     pub uid: String,
@@ -64,8 +68,10 @@ impl Obj {
                 Some(other) => other.to_string(),
             })
             .collect();
+        let (raw, meta_range) = serialize(value);
         Obj {
-            raw: Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+            raw: Bytes::from(raw),
+            meta: meta_range,
             namespace: s("namespace"),
             name: s("name"),
             uid: s("uid"),
@@ -79,11 +85,18 @@ impl Obj {
         }
     }
 
-    /// This object with new bytes `raw` at resourceVersion `rv` whose metadata (`meta`) differs
+    /// This object at resourceVersion `rv` with its metadata replaced by `meta`, which differs
     /// only in labels and annotations, so every other indexed field stays as it is.
-    pub fn relabelled(&self, raw: Bytes, rv: u64, meta: &Value) -> Obj {
+    pub fn relabelled(&self, rv: u64, meta: &Value) -> Obj {
+        let mut raw = Vec::with_capacity(self.raw.len() + 64);
+        raw.extend_from_slice(&self.raw[..self.meta.start]);
+        // Writing to a Vec does not fail, and a Value always serializes.
+        let _ = serde_json::to_writer(&mut raw, meta);
+        let end = raw.len();
+        raw.extend_from_slice(&self.raw[self.meta.end..]);
         Obj {
-            raw,
+            raw: Bytes::from(raw),
+            meta: self.meta.start..end,
             namespace: self.namespace.clone(),
             name: self.name.clone(),
             uid: self.uid.clone(),
@@ -109,6 +122,28 @@ impl Obj {
             _ => def.selectable_fields.iter().position(|(f, _)| f == field).map(|i| self.fields[i].as_str()),
         }
     }
+}
+
+/// `serde_json::to_vec(value)`, and where the value of its top-level `metadata` is in it.
+fn serialize(value: &Value) -> (Vec<u8>, Range<usize>) {
+    let Value::Object(map) = value else { return (serde_json::to_vec(value).unwrap_or_default(), 0..0) };
+    // Writing to a Vec does not fail, and a key or a Value always serializes.
+    let mut raw = vec![b'{'];
+    let mut meta = 0..0;
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            raw.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut raw, k);
+        raw.push(b':');
+        let start = raw.len();
+        let _ = serde_json::to_writer(&mut raw, v);
+        if k == "metadata" {
+            meta = start..raw.len();
+        }
+    }
+    raw.push(b'}');
+    (raw, meta)
 }
 
 fn labels_of(meta: Option<&Value>) -> BTreeMap<String, String> {
@@ -138,4 +173,44 @@ pub fn now_rfc3339() -> String {
 pub fn rfc3339_seconds(t: jiff::Timestamp) -> String {
     let opts = jiff::TimestampRound::new().smallest(jiff::Unit::Second).mode(jiff::RoundMode::Trunc);
     t.round(opts).unwrap_or(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_object_is_stored_as_serde_json_writes_it_and_its_metadata_is_found_in_the_bytes() {
+        let cases = [
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "\"é\"\n"}},
+                   "spec": {"x": [1, {"metadata": 2}]}, "status": {}}),
+            json!({"kind": "Thing", "zzz": null, "metadata": {}}),
+            json!({"kind": "NoMeta", "spec": {"metadata": {"name": "inner"}}}),
+            json!({}),
+            json!([1, 2]),
+        ];
+        for v in cases {
+            let (raw, meta) = serialize(&v);
+            assert_eq!(raw, serde_json::to_vec(&v).unwrap(), "{v}");
+            let found: Option<Value> = serde_json::from_slice(&raw[meta]).ok();
+            assert_eq!(found.as_ref(), v.get("metadata"), "{v}");
+        }
+    }
+
+    #[test]
+    fn relabelling_replaces_only_the_metadata_bytes() {
+        let registry = crate::resources::Registry::with_builtins();
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let v = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}},
+                       "spec": {"nodeName": "n1"}});
+        let new_meta = json!({"name": "p", "labels": {"a": "2", "b": "3"}, "resourceVersion": "7"});
+        let obj = Obj::new(&def, &v).relabelled(7, &new_meta);
+        let mut want = v.clone();
+        want["metadata"] = new_meta;
+        assert_eq!(obj.value(), want);
+        assert_eq!(obj.raw, serde_json::to_vec(&want).unwrap());
+        assert_eq!(serde_json::from_slice::<Value>(&obj.raw[obj.meta.clone()]).unwrap(), want["metadata"]);
+        assert_eq!(obj.labels.get("b").map(String::as_str), Some("3"));
+    }
 }

@@ -683,12 +683,7 @@ fn patch_metadata(
     if !shape {
         return Ok(None);
     }
-    let Ok(top) = serde_json::from_slice::<std::collections::BTreeMap<&str, &serde_json::value::RawValue>>(&cur.raw)
-    else {
-        return Ok(None);
-    };
-    let Some(Ok(old)) = top.get("metadata").map(|m| serde_json::from_str::<serde_json::Map<String, Value>>(m.get()))
-    else {
+    let Ok(old) = serde_json::from_slice::<serde_json::Map<String, Value>>(&cur.raw[cur.meta.clone()]) else {
         return Ok(None);
     };
     // Whether the patch changes each map, read from the patch itself: merging a map of strings
@@ -733,7 +728,7 @@ fn patch_metadata(
         return Err(ApiError::invalid(def, name, causes));
     }
     let meta = doc.get_mut("metadata").map(Value::take).unwrap_or_default();
-    let obj = txn.put_metadata(def, cur, &top, meta);
+    let obj = txn.put_metadata(def, cur, meta);
     settle_update(txn, def, ns, name, cur, obj).map(Some)
 }
 

@@ -8,9 +8,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
 use crate::error::ApiError;
@@ -431,39 +429,15 @@ impl Txn<'_> {
     }
 
     /// Stores `cur` with its `metadata` replaced by `meta`, which differs only in labels and
-    /// annotations, under a new resourceVersion. `top` is `cur`'s top-level fields as slices of
-    /// its bytes: they are copied as they are around the new metadata, so the object is neither
-    /// parsed nor serialized whole (the bytes are those [`Txn::put`] would store: serde_json
-    /// writes keys in the same sorted order).
-    pub fn put_metadata(
-        &mut self,
-        def: &Arc<ResourceDef>,
-        cur: &Obj,
-        top: &BTreeMap<&str, &RawValue>,
-        mut meta: Value,
-    ) -> Arc<Obj> {
+    /// annotations, under a new resourceVersion. The bytes around `cur`'s metadata are copied as
+    /// they are, so the object is neither parsed nor serialized whole (the bytes are those
+    /// [`Txn::put`] would store).
+    pub fn put_metadata(&mut self, def: &Arc<ResourceDef>, cur: &Obj, mut meta: Value) -> Arc<Obj> {
         self.rv += 1;
         if let Some(m) = meta.as_object_mut() {
             m.insert("resourceVersion".into(), Value::String(self.rv.to_string()));
         }
-        let mut raw = Vec::with_capacity(cur.raw.len() + 64);
-        raw.push(b'{');
-        for (i, (k, v)) in top.iter().enumerate() {
-            if i > 0 {
-                raw.push(b',');
-            }
-            // Writing to a Vec does not fail, and a key or a Value always serializes.
-            let _ = serde_json::to_writer(&mut raw, k);
-            raw.push(b':');
-            match *k {
-                "metadata" => {
-                    let _ = serde_json::to_writer(&mut raw, &meta);
-                }
-                _ => raw.extend_from_slice(v.get().as_bytes()),
-            }
-        }
-        raw.push(b'}');
-        self.record(def, cur.relabelled(Bytes::from(raw), self.rv, &meta))
+        self.record(def, cur.relabelled(self.rv, &meta))
     }
 
     fn record(&mut self, def: &Arc<ResourceDef>, obj: Obj) -> Arc<Obj> {

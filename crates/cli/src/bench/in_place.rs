@@ -423,6 +423,7 @@ async fn measure(
     }
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
     let failed = milestone(&follow, &mut rx, limit, FAILURE).await?;
+    println!("  a worker failed; restarting in place");
     // Requests and CPU from here on are the restart's.
     let (verbs_failed, requests_failed) = server.requests.snapshot();
     let rejected_failed = server.requests.rejected();
