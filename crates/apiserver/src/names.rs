@@ -121,16 +121,16 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
 /// keys are qualified names.
 pub fn qualified_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
-    let parts: Vec<&str> = s.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
+    let mut parts = s.splitn(3, '/');
+    let name = match (parts.next(), parts.next(), parts.next()) {
+        (Some(name), None, _) => name,
+        (Some(prefix), Some(name), None) => {
             if prefix.is_empty() {
                 errs.push(format!("prefix part {}", empty_error()));
             } else {
                 errs.extend(dns1123_subdomain(prefix).into_iter().map(|m| format!("prefix part {m}")));
             }
-            *name
+            name
         }
         _ => {
             errs.push(format!(
@@ -227,7 +227,13 @@ pub fn validate_annotations(annotations: &Value, field: &str) -> Vec<(String, St
     };
     let mut total = 0usize;
     for (k, v) in map {
-        for msg in qualified_name(&k.to_lowercase()) {
+        // Lowercased as upstream's `strings.ToLower`, without a copy for the usual lowercase key.
+        let lower = if k.bytes().any(|b| !b.is_ascii() || b.is_ascii_uppercase()) {
+            std::borrow::Cow::Owned(k.to_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(k.as_str())
+        };
+        for msg in qualified_name(&lower) {
             errs.push((field.to_string(), k.clone(), msg));
         }
         total += k.len();
@@ -334,6 +340,17 @@ mod tests {
     fn qualified_name_name_part_limit_is_63() {
         assert!(qualified_name(&format!("example.com/{}", "n".repeat(63))).is_empty());
         assert_eq!(qualified_name(&"n".repeat(64)), vec!["name part must be no more than 63 characters".to_string()]);
+    }
+
+    #[test]
+    fn more_than_one_slash_is_not_a_qualified_name_and_annotation_keys_are_lowercased_first() {
+        let errs = qualified_name("a/b/c");
+        assert_eq!(errs.len(), 1);
+        assert!(errs[0].starts_with("a qualified name must consist of"), "{errs:?}");
+        let annotations = serde_json::json!({"Example.COM/Key": "v", "Bad_Prefix/k": "v"});
+        let causes = validate_annotations(&annotations, "metadata.annotations");
+        assert_eq!(causes.len(), 1, "{causes:?}");
+        assert_eq!(causes[0].1, "Bad_Prefix/k");
     }
 
     #[test]

@@ -294,7 +294,16 @@ fn matters_to_job(before: &Pod, now: &Pod) -> bool {
     fn batch(a: &Option<BTreeMap<String, String>>) -> impl Iterator<Item = (&String, &String)> {
         a.iter().flatten().filter(|(k, _)| k.starts_with("batch.kubernetes.io/"))
     }
-    before.spec != now.spec
+    // The API server bumps a pod's generation whenever its spec changes (as kube-apiserver does
+    // since pods have one), except for the binding: the whole spec is compared only without one.
+    let spec_changed = match (generation, n.generation) {
+        (Some(a), Some(b)) if *a == b => node_name(before) != node_name(now),
+        _ => before.spec != now.spec,
+    };
+    fn node_name(p: &Pod) -> Option<&str> {
+        p.spec.as_ref()?.node_name.as_deref()
+    }
+    spec_changed
         || before.status != now.status
         || !batch(annotations).eq(batch(&n.annotations))
         || (creation_timestamp, deletion_grace_period_seconds, deletion_timestamp, finalizers, generate_name)
@@ -378,7 +387,7 @@ mod tests {
     #[test]
     fn only_updates_of_what_the_job_controller_reads_matter_to_it() {
         let base: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "p", "uid": "u", "resourceVersion": "1",
+            "metadata": {"name": "p", "uid": "u", "resourceVersion": "1", "generation": 1,
                          "annotations": {COMPLETION_INDEX: "0", "jobset.sigs.k8s.io/in-place-restart-attempt": "0"},
                          "labels": {"a": "b"}, "finalizers": [TRACKING_FINALIZER]},
             "spec": {"containers": [{"name": "c", "image": "i"}]},
@@ -386,7 +395,7 @@ mod tests {
         }))
         .unwrap();
         type Change = fn(&mut Pod);
-        let cases: [(&str, Change, bool); 8] = [
+        let cases: [(&str, Change, bool); 10] = [
             ("resourceVersion only", |p| p.metadata.resource_version = Some("2".into()), false),
             (
                 "another controller's annotation",
@@ -398,13 +407,35 @@ mod tests {
             ("a label", |p| p.metadata.labels = None, true),
             ("the tracking finalizer removed", |p| p.metadata.finalizers = None, true),
             ("deletion requested", |p| p.metadata.deletion_grace_period_seconds = Some(30), true),
-            ("the spec", |p| p.spec.as_mut().unwrap().node_name = Some("n".into()), true),
+            ("the binding", |p| p.spec.as_mut().unwrap().node_name = Some("n".into()), true),
+            (
+                "the spec, at a new generation",
+                |p| {
+                    p.spec.as_mut().unwrap().containers[0].image = Some("j".into());
+                    p.metadata.generation = Some(2);
+                },
+                true,
+            ),
+            (
+                "the spec of a pod without a generation",
+                |p| {
+                    p.spec.as_mut().unwrap().containers[0].image = Some("j".into());
+                    p.metadata.generation = None;
+                },
+                true,
+            ),
         ];
         for (what, change, matters) in cases {
             let mut now = base.clone();
             change(&mut now);
             assert_eq!(matters_to_job(&base, &now), matters, "{what}");
         }
+        // Without generations on either side, the spec is compared.
+        let mut before = base.clone();
+        before.metadata.generation = None;
+        let mut now = before.clone();
+        now.spec.as_mut().unwrap().active_deadline_seconds = Some(5);
+        assert!(matters_to_job(&before, &now), "a spec change without generations");
     }
 
     fn annotate(p: &mut Pod, k: &str, v: &str) {
