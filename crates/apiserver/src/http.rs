@@ -685,8 +685,9 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
                 }
             }
             let body = read_body(&server, req.into_body()).await?;
+            let body = ops::PatchBody::prepare(&server.store, ctx, &sdef, &nsv, &name, kind, &body, target, view)?;
             let (o, created) = write(&server, |txn| {
-                let out = ops::patch(txn, ctx, &sdef, &nsv, &name, kind, &body, target, view)?;
+                let out = ops::patch(txn, ctx, &sdef, &nsv, &name, kind, body, target, view)?;
                 check_write(txn, &out.0)?;
                 Ok(out)
             })

@@ -560,6 +560,71 @@ fn parse_apply_body(body: &[u8]) -> Result<Value> {
 
 /// Applies a patch of any supported type; a server-side apply to a missing object creates it.
 #[allow(clippy::too_many_arguments)]
+/// A patch's body, parsed, and for a patch that changes only labels or annotations its merge
+/// into the object as it was when read: the work [`PatchBody::prepare`] does before the store's
+/// lock is taken, so that thousands of agents writing their attempt annotation at once do not
+/// queue behind each other's parsing and merging. [`patch`] uses the merge if the object is still
+/// the one it was made from, and otherwise makes it again.
+pub struct PatchBody {
+    patch: Value,
+    meta: Option<(Arc<Obj>, MetaChange)>,
+}
+
+impl PatchBody {
+    /// The body parsed, nothing prepared.
+    pub fn parse(kind: PatchType, body: &[u8]) -> Result<PatchBody> {
+        let patch = match kind {
+            PatchType::Apply { .. } => parse_apply_body(body)?,
+            _ => {
+                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
+            }
+        };
+        Ok(PatchBody { patch, meta: None })
+    }
+
+    /// The body parsed, and merged into the object as `store` has it now where
+    /// [`patch_metadata`]'s path applies. An error of that merge is left for [`patch`] to find
+    /// again under the lock (the object may be gone by then, which is the error to report).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare(
+        store: &crate::store::Store,
+        ctx: &Ctx<'_>,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        kind: PatchType,
+        body: &[u8],
+        target: Target,
+        view: Option<crate::resources::View>,
+    ) -> Result<PatchBody> {
+        let mut b = PatchBody::parse(kind, body)?;
+        if metadata_path_applies(ctx, def, kind, target, view)
+            && let Some(cur) = store.get(def, ns_of(def, ns), name)
+            && let Ok(Some(change)) = prepare_metadata(def, ns, name, &cur, kind, &b.patch)
+        {
+            b.meta = Some((cur, change));
+        }
+        Ok(b)
+    }
+}
+
+/// Whether a patch may take [`patch_metadata`]'s path: to the object itself (not a status or a
+/// view of it), of a built-in kind without admission hooks (they would see the whole object).
+fn metadata_path_applies(
+    ctx: &Ctx<'_>,
+    def: &ResourceDef,
+    kind: PatchType,
+    target: Target,
+    view: Option<crate::resources::View>,
+) -> bool {
+    target == Target::Main
+        && view.is_none()
+        && kind != PatchType::Json
+        && !def.is_crd()
+        && !ctx.admission.has_hooks(def)
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn patch(
     txn: &mut Txn<'_>,
     ctx: &Ctx<'_>,
@@ -567,14 +632,11 @@ pub fn patch(
     ns: &str,
     name: &str,
     kind: PatchType,
-    body: &[u8],
+    body: PatchBody,
     target: Target,
     view: Option<crate::resources::View>,
 ) -> Result<(Arc<Obj>, bool)> {
-    let patch: Value = match kind {
-        PatchType::Apply { .. } => parse_apply_body(body)?,
-        _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?,
-    };
+    let PatchBody { patch, meta: prepared } = body;
     if kind == PatchType::Strategic && !def.builtin {
         return Err(ApiError::unsupported_media("application/strategic-merge-patch+json"));
     }
@@ -604,14 +666,14 @@ pub fn patch(
         }
         return Err(ApiError::not_found(def, name));
     };
-    if target == Target::Main
-        && view.is_none()
-        && kind != PatchType::Json
-        && !def.is_crd()
-        && !ctx.admission.has_hooks(def)
-        && let Some(obj) = patch_metadata(txn, def, ns, name, &cur, kind, &patch)?
-    {
-        return Ok((obj, false));
+    if metadata_path_applies(ctx, def, kind, target, view) {
+        let change = match prepared {
+            Some((seen, change)) if Arc::ptr_eq(&seen, &cur) => Some(change),
+            _ => prepare_metadata(def, ns, name, &cur, kind, &patch)?,
+        };
+        if let Some(change) = change {
+            return Ok((patch_metadata(txn, def, ns, name, &cur, change)?, false));
+        }
     }
     // A patch sent to a view applies to the object as the view shows it. Parsed once: `update`
     // compares with the same value.
@@ -660,17 +722,16 @@ const LABELS_OR_ANNOTATIONS_PATCH: [&str; 4] = ["name", "namespace", "labels", "
 /// merged into the stored `metadata` alone, which is then spliced between the stored bytes of
 /// the other fields, instead of parsing, copying, comparing and serializing the whole object.
 /// The caller makes sure the kind has no admission hooks (they would see the whole object).
-/// `None` when the patch or its result is not of that shape: the general path then runs, and
-/// gives the same result for the patches taken here.
-fn patch_metadata(
-    txn: &mut Txn<'_>,
-    def: &Arc<ResourceDef>,
+/// [`prepare_metadata`] merges (`None` when the patch or its result is not of that shape: the
+/// general path then runs, and gives the same result for the patches taken here); this stores.
+fn prepare_metadata(
+    def: &ResourceDef,
     ns: &str,
     name: &str,
-    cur: &Arc<Obj>,
+    cur: &Obj,
     kind: PatchType,
     patch: &Value,
-) -> Result<Option<Arc<Obj>>> {
+) -> Result<Option<MetaChange>> {
     let Some(p) = patch.as_object() else { return Ok(None) };
     let same = |field: &str, want: &str| p.get(field).and_then(Value::as_str).is_none_or(|v| v == want);
     let Some(pm) = p.get("metadata").and_then(Value::as_object) else { return Ok(None) };
@@ -703,7 +764,7 @@ fn patch_metadata(
     };
     let (Some(labels), Some(annotations)) = (changes("labels"), changes("annotations")) else { return Ok(None) };
     if !labels && !annotations {
-        return Ok(Some(cur.clone()));
+        return Ok(Some(MetaChange::Unchanged));
     }
     let (kept_name, kept_namespace) = (old.get("name").cloned(), old.get("namespace").cloned());
     // The same merge as the general path's, on an object that is only the metadata.
@@ -727,9 +788,30 @@ fn patch_metadata(
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
-    let meta = doc.get_mut("metadata").map(Value::take).unwrap_or_default();
-    let obj = txn.put_metadata(def, cur, meta);
-    settle_update(txn, def, ns, name, cur, obj).map(Some)
+    Ok(Some(MetaChange::To(doc.get_mut("metadata").map(Value::take).unwrap_or_default())))
+}
+
+/// What a labels-or-annotations patch does to an object's metadata.
+pub(crate) enum MetaChange {
+    Unchanged,
+    To(Value),
+}
+
+fn patch_metadata(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    cur: &Arc<Obj>,
+    change: MetaChange,
+) -> Result<Arc<Obj>> {
+    match change {
+        MetaChange::Unchanged => Ok(cur.clone()),
+        MetaChange::To(meta) => {
+            let obj = txn.put_metadata(def, cur, meta);
+            settle_update(txn, def, ns, name, cur, obj)
+        }
+    }
 }
 
 /// Server-side apply for a custom resource: a JSON merge, except that lists whose items are all
@@ -1099,6 +1181,16 @@ mod tests {
     /// The stored object (or the error) after `patch`, in a store whose pods have admission hooks
     /// (`general`) or none; and whether the labels-or-annotations path took it.
     fn patched(general: bool, kind: PatchType, body: &Value) -> (std::result::Result<String, String>, bool) {
+        patched_with(general, false, kind, body)
+    }
+
+    /// [`patched`], with the body prepared before the store's lock where `prepared`.
+    fn patched_with(
+        general: bool,
+        prepared: bool,
+        kind: PatchType,
+        body: &Value,
+    ) -> (std::result::Result<String, String>, bool) {
         let registry = Arc::new(Registry::with_builtins());
         let def = registry.get("", "v1", "pods").expect("pods are built in");
         let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
@@ -1112,14 +1204,16 @@ mod tests {
         let mut fast = false;
         if !general {
             // Run and rolled back: only whether it applies (with a result or an error) is asked here.
-            let _ = store.write(|txn| {
-                let cur = txn.get(&Txn::key(&def, "default", "p")).expect("stored");
-                fast = patch_metadata(txn, &def, "default", "p", &cur, kind, body).map_or(true, |o| o.is_some());
-                Err::<(), _>(ApiError::bad_request("rolled back"))
-            });
+            let cur = store.get(&def, "default", "p").expect("stored");
+            fast = prepare_metadata(&def, "default", "p", &cur, kind, body).map_or(true, |o| o.is_some());
         }
-        let out = store
-            .write(|txn| patch(txn, &ctx, &def, "default", "p", kind, &bytes, Target::Main, None))
+        let body = if prepared {
+            PatchBody::prepare(&store, &ctx, &def, "default", "p", kind, &bytes, Target::Main, None)
+        } else {
+            PatchBody::parse(kind, &bytes)
+        };
+        let out = body
+            .and_then(|body| store.write(|txn| patch(txn, &ctx, &def, "default", "p", kind, body, Target::Main, None)))
             // The bytes and what is indexed of them (label selectors, field selectors, GC).
             .map(|(o, _)| {
                 let indexed = (&o.labels, &o.fields, &o.owners, &o.finalizers, o.rv, o.deleting);
@@ -1209,6 +1303,32 @@ mod tests {
             let (quick, taken) = patched(false, kind, &patch);
             assert_eq!(taken, fast, "{what}: labels-or-annotations path taken");
             assert_eq!(quick, general, "{what}");
+            let (prepared, _) = patched_with(false, true, kind, &patch);
+            assert_eq!(prepared, general, "{what}, prepared before the lock");
         }
+    }
+
+    #[test]
+    fn a_patch_prepared_on_an_object_that_changed_since_is_merged_again() {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let admission = Admission::default();
+        let ctx = Ctx::new(&admission);
+        let run = |body: PatchBody| {
+            store.write(|txn| patch(txn, &ctx, &def, "default", "p", PatchType::Merge, body, Target::Main, None))
+        };
+        let bytes = |v: Value| serde_json::to_vec(&v).unwrap();
+        let first = bytes(json!({"metadata": {"annotations": {"a": "1"}}}));
+        let stale =
+            PatchBody::prepare(&store, &ctx, &def, "default", "p", PatchType::Merge, &first, Target::Main, None)
+                .unwrap();
+        run(PatchBody::parse(PatchType::Merge, &bytes(json!({"metadata": {"labels": {"b": "2"}}}))).unwrap()).unwrap();
+        let (o, _) = run(stale).unwrap();
+        let v = o.value();
+        assert_eq!(v["metadata"]["annotations"]["a"], "1");
+        assert_eq!(v["metadata"]["labels"]["b"], "2", "the change made in between is kept");
+        assert_eq!(o.rv, 3);
     }
 }
