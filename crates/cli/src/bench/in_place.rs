@@ -244,7 +244,7 @@ impl Follow {
     fn check(&mut self, total: usize, failed: bool, now: Instant) {
         for attempt in [0, 1] {
             if self.announced[attempt] == total {
-                self.mark(format!("all {total} agents announced attempt {attempt}"), now);
+                self.mark(announced(total, attempt as u32), now);
             }
             if self.running[attempt] == total {
                 self.mark(all_at(total, attempt as u32), now);
@@ -275,6 +275,10 @@ impl Follow {
 }
 
 const FAILURE: &str = "a worker failed";
+
+fn announced(total: usize, attempt: u32) -> String {
+    format!("all {total} agents announced attempt {attempt}")
+}
 
 fn all_at(total: usize, attempt: u32) -> String {
     format!("all {total} workers running past the barrier at attempt {attempt}")
@@ -419,6 +423,9 @@ async fn measure(
     println!("  create → all {total} workers running past the barrier: {:.2} s", startup.as_secs_f64());
     print_timeline(&follow.lock().expect("follow lock"), created, synced);
     if !pods_during_restart {
+        // The workers' runs can be ahead of the benchmark's pod watch: it stops once it has seen
+        // every pod at attempt 0, whose uids show after the restart that none was recreated.
+        milestone(&follow, &mut rx.clone(), limit, &announced(total, 0)).await?;
         let _ = stop_pods.send(());
     }
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
