@@ -109,6 +109,23 @@ fn main() {
             std::process::exit(if usage { USAGE } else { 0 });
         }
     };
+    // Commands that only print what the server says end quietly when their reader does (`jobset
+    // get pods | head`), as kubectl does, instead of panicking on the broken pipe. Not those that
+    // run pods: a write to a child's closed pipe must not end the cluster.
+    if matches!(
+        cli.command,
+        Command::Get(_)
+            | Command::Describe(_)
+            | Command::Logs(_)
+            | Command::Events(_)
+            | Command::Apply(_)
+            | Command::Delete(_)
+    ) {
+        // SAFETY: no other thread exists yet, and SIG_DFL installs no handler code.
+        let _ = unsafe {
+            nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
+        };
+    }
     // The client commands keep the embedded cluster's logs (run) and kube's quiet by default.
     // Benchmarks run thousands of in-process agents: only their warnings.
     let default_filter = match cli.command {

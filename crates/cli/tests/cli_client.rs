@@ -125,6 +125,14 @@ async fn client_commands_work_against_jobset_up() {
     assert!(out.stdout.lines().nth(1).unwrap().starts_with("hello   Complete   1/1"), "{out:?}");
     let out = jobset(&["get", "job.batch", "hello", "-A"]).await;
     assert_eq!(out.code, 3, "{out:?}");
+    // A reader that stops early (`jobset get jobs | head -0`) ends it quietly, as a pipe does
+    // kubectl, not with a panic.
+    let mut child = common::jobset_command(&["get", "jobs", "--kubeconfig", &kc]).spawn().unwrap();
+    drop(child.stdout.take());
+    let out = tokio::time::timeout(LIMIT, child.wait_with_output()).await.unwrap().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&out.status), Some(13), "SIGPIPE: {stderr}");
     let out = jobset(&["get", "jobs", "-A"]).await;
     assert!(out.stdout.starts_with("NAMESPACE   NAME    STATUS"), "{out:?}");
     assert!(out.stdout.lines().nth(1).unwrap().starts_with("default     "), "{out:?}");
