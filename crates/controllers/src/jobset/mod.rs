@@ -301,6 +301,20 @@ pub fn jobset_pod(p: &Pod) -> bool {
     p.labels().contains_key(JOBSET_NAME)
 }
 
+/// The JobSet a pod event reconciles: the pod's, unless the cache shows that JobSet (the same
+/// uid) with `Recreate`, whose reconcile reads no pods (its `failurePolicy` is immutable): a
+/// `Recreate` restart of thousands of pods would otherwise reconcile for each of their events.
+fn pod_trigger(
+    p: &Pod,
+    cached: impl Fn(&ObjectRef<JobSet>) -> Option<(Option<String>, RestartStrategy)>,
+) -> Option<ObjectRef<JobSet>> {
+    let r = ObjectRef::<JobSet>::new(p.labels().get(JOBSET_NAME)?).within(&p.namespace()?);
+    match cached(&r) {
+        Some((uid, RestartStrategy::Recreate)) if uid.as_deref() == jobset_uid(p) => None,
+        _ => Some(r),
+    }
+}
+
 /// Runs the JobSet controller until its stream of reconciles ends; its pods come from `pods`
 /// (alone, e.g. `SharedPods::start(client, watcher::Config::default().labels(JOBSET_NAME))`, or
 /// shared with the other controllers of the process).
@@ -323,12 +337,13 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
     let pod_index = PodIndex::new(jobset_uid);
     let pod_events = pod_index.follow(pods.subscribe(jobset_pod));
-    let controller = Controller::new(jobsets, watcher::Config::default())
+    let controller = Controller::new(jobsets, watcher::Config::default());
+    let cached = controller.store();
+    let controller = controller
         .owns_stream(job_events)
         .owns_stream(svc_events)
-        .watches_shared_stream(pod_events, |p: Arc<Pod>| {
-            let name = p.labels().get(JOBSET_NAME)?;
-            Some(ObjectRef::<JobSet>::new(name).within(&p.namespace()?))
+        .watches_shared_stream(pod_events, move |p: Arc<Pod>| {
+            pod_trigger(&p, |r| cached.get(r).map(|js| (js.metadata.uid.clone(), js.restart_strategy())))
         })
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let ctx = Arc::new(Ctx {
@@ -351,5 +366,35 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     tokio::select! {
         _ = reconciles => {}
         _ = claim_cache => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::children::fixtures::pod;
+    use super::*;
+
+    #[test]
+    fn a_pod_event_reconciles_its_jobset_unless_that_is_a_cached_recreate_one() {
+        use RestartStrategy::*;
+        let p = pod("js", "js-w-0-0").label(JOBSET_UID, "u1").obj();
+        type Cached = Option<(Option<String>, RestartStrategy)>;
+        let cases: [(&str, Cached, bool); 6] = [
+            ("not cached yet", None, true),
+            ("Recreate", Some((Some("u1".into()), Recreate)), false),
+            ("BlockingRecreate", Some((Some("u1".into()), BlockingRecreate)), true),
+            ("InPlaceRestart", Some((Some("u1".into()), InPlaceRestart)), true),
+            ("a newer JobSet of the same name", Some((Some("u2".into()), Recreate)), true),
+            ("a cached JobSet without a uid", Some((None, Recreate)), true),
+        ];
+        for (what, cached, reconciles) in cases {
+            let got = pod_trigger(&p, |r| {
+                assert_eq!((r.name.as_str(), r.namespace.as_deref()), ("js", Some("default")));
+                cached.clone()
+            });
+            assert_eq!(got.is_some(), reconciles, "{what}");
+        }
+        let unlabelled = Pod::default();
+        assert!(pod_trigger(&unlabelled, |_| None).is_none(), "a pod of no JobSet");
     }
 }
