@@ -558,8 +558,6 @@ fn parse_apply_body(body: &[u8]) -> Result<Value> {
     Ok(v)
 }
 
-/// Applies a patch of any supported type; a server-side apply to a missing object creates it.
-#[allow(clippy::too_many_arguments)]
 /// A patch's body, parsed, and for a patch that changes only labels or annotations its merge
 /// into the object as it was when read: the work [`PatchBody::prepare`] does before the store's
 /// lock is taken, so that thousands of agents writing their attempt annotation at once do not
@@ -624,6 +622,7 @@ fn metadata_path_applies(
         && !ctx.admission.has_hooks(def)
 }
 
+/// Applies a patch of any supported type; a server-side apply to a missing object creates it.
 #[allow(clippy::too_many_arguments)]
 pub fn patch(
     txn: &mut Txn<'_>,
@@ -792,7 +791,7 @@ fn prepare_metadata(
 }
 
 /// What a labels-or-annotations patch does to an object's metadata.
-pub(crate) enum MetaChange {
+enum MetaChange {
     Unchanged,
     To(Value),
 }
@@ -1203,7 +1202,7 @@ mod tests {
         let bytes = serde_json::to_vec(body).expect("a JSON patch");
         let mut fast = false;
         if !general {
-            // Run and rolled back: only whether it applies (with a result or an error) is asked here.
+            // Only whether the path applies (with a result or an error) is asked here.
             let cur = store.get(&def, "default", "p").expect("stored");
             fast = prepare_metadata(&def, "default", "p", &cur, kind, body).map_or(true, |o| o.is_some());
         }

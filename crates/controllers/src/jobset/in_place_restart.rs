@@ -145,17 +145,17 @@ impl crate::pod_index::Summary for Tally {
 }
 
 /// Decides from the JobSet (spec and current status) and the tally of all its pods.
-pub fn decide<'t>(js: &JobSet, pods: &'t Tally) -> Result<Decision<'t>, String> {
+pub fn decide<'t>(js: &JobSet, tally: &'t Tally) -> Result<Decision<'t>, String> {
     let max_restarts = js.spec.failure_policy.as_ref().map(|f| f.max_restarts).unwrap_or(0);
     let none = JobSetStatus::default();
     let status = js.status.as_ref().unwrap_or(&none);
     let (current, previous) = (status.current_in_place_restart_attempt, status.previous_in_place_restart_attempt);
-    if pods.restart_counts.last_key_value().is_some_and(|(rc, _)| *rc > max_restarts) {
+    if tally.restart_counts.last_key_value().is_some_and(|(rc, _)| *rc > max_restarts) {
         return Ok(Decision { outcome: Outcome::ReachedMaxRestarts, malformed: vec![] });
     }
-    let malformed = pods.malformed.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
+    let malformed = tally.malformed.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
     let mut d = Decision { outcome: Outcome::Unchanged, malformed };
-    let max = pods.attempts.last_key_value().map_or(0, |(a, _)| *a);
+    let max = tally.attempts.last_key_value().map_or(0, |(a, _)| *a);
     // In-place attempts include the JobSet restarts that recreated the pods; those that did not
     // count towards maxRestarts do not count here either.
     let not_counted = i64::from(status.restarts) - i64::from(status.restarts_count_towards_max);
@@ -165,16 +165,16 @@ pub fn decide<'t>(js: &JobSet, pods: &'t Tally) -> Result<Decision<'t>, String> 
     }
 
     let total = expected_pods(js)?;
-    let annotated: usize = pods.attempts.values().sum();
+    let annotated: usize = tally.attempts.values().sum();
     // The attempt every pod is at, if they all are at the same one.
-    let in_sync = (pods.attempts.len() == 1 && annotated as i64 == total).then_some(max);
+    let in_sync = (tally.attempts.len() == 1 && annotated as i64 == total).then_some(max);
     if let Some(a) = in_sync
         && current != Some(a)
     {
         d.outcome = Outcome::Current(a);
         return Ok(d);
     }
-    let current_failed = current.is_some_and(|c| pods.failed_workers.contains_key(&c));
+    let current_failed = current.is_some_and(|c| tally.failed_workers.contains_key(&c));
     // Upstream: out of sync, past the initial startup (some pod beyond attempt 0).
     let behind_newest = (in_sync.is_none() && max > 0).then(|| max - 1);
     d.outcome = match behind_newest.max(current.filter(|_| current_failed)) {

@@ -161,8 +161,8 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
 }
 
 /// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
-fn in_place(js: &JobSet, pods: &Tally, u: &mut Update) -> Result<(), String> {
-    let d = in_place_restart::decide(js, pods)?;
+fn in_place(js: &JobSet, tally: &Tally, u: &mut Update) -> Result<(), String> {
+    let d = in_place_restart::decide(js, tally)?;
     for (pod, value) in &d.malformed {
         tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
     }
