@@ -37,6 +37,15 @@ pub struct ClusterOptions {
     pub runtime: String,
     pub timing: TimingArgs,
     pub inflight: crate::up::InflightArgs,
+    /// Controllers left to a `jobset manager` of their own, as on a real cluster.
+    pub external: Vec<External>,
+}
+
+/// A controller `jobset up` can leave to a separate `jobset manager`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum External {
+    Jobset,
+    Appwrapper,
 }
 
 /// The local cluster's timings, shared by `jobset up` and `jobset run`.
@@ -154,6 +163,8 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
                 .clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
             local.job.sync.backoff.base = opts.timing.job_backoff;
             local.appwrapper.appwrapper = appwrapper;
+            local.jobset_controller = !opts.external.contains(&External::Jobset);
+            local.appwrapper_controller = !opts.external.contains(&External::Appwrapper);
             Some(LocalCluster::start(server.clone(), local).await)
         }
         None => {

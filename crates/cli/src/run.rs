@@ -188,6 +188,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             runtime: args.runtime.clone(),
             timing: args.timing.clone(),
             inflight: args.inflight.clone(),
+            external: vec![],
         };
         let e = cluster::start_with(&opts, appwrapper).await?;
         let kubeconfig = e.kubeconfig.clone();

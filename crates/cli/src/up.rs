@@ -37,6 +37,11 @@ pub struct UpArgs {
     /// `process` (host processes: `command`/`args` run on this machine, in per-pod sandboxes).
     #[arg(long, default_value = "simulated", value_parser = ["simulated", "process"])]
     pub runtime: String,
+    /// Controllers not to run, because a `jobset manager` runs them in a process of its own, as
+    /// on a real cluster with JobSet installed (comma-separated). The API server, the Job
+    /// controller, the scheduler and the nodes run as before.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "CONTROLLERS")]
+    pub external_controllers: Vec<crate::cluster::External>,
     #[command(flatten)]
     pub timing: crate::cluster::TimingArgs,
     #[command(flatten)]
@@ -85,6 +90,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         runtime: args.runtime.clone(),
         timing: args.timing.clone(),
         inflight: args.inflight.clone(),
+        external: args.external_controllers.clone(),
     };
     let embedded = cluster::start_with(&opts, appwrapper).await?;
     // Scripts wait for this line: the server accepts connections from here on.

@@ -9,6 +9,36 @@ pub mod pod_index;
 pub mod scheduler;
 pub mod shared_pods;
 
+/// How a process drives a controller's life (`jobset manager`; local mode needs neither).
+#[derive(Default)]
+pub struct Lifecycle {
+    /// Told once every cache the controller reads has its first complete list (`/readyz`).
+    pub ready: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Once cancelled, no reconcile starts and the controller returns when those in flight
+    /// have finished (kube-runtime's graceful shutdown, as controller-runtime's on SIGTERM).
+    pub shutdown: Option<tokio_util::sync::CancellationToken>,
+}
+
+impl Lifecycle {
+    /// Tells `ready` once `synced` (the caches' waits) completes, then never completes itself:
+    /// meant for a `select!` beside the controller.
+    async fn report_ready(ready: Option<tokio::sync::oneshot::Sender<()>>, synced: impl Future<Output = ()>) {
+        synced.await;
+        if let Some(tx) = ready {
+            let _ = tx.send(());
+        }
+        std::future::pending::<()>().await
+    }
+
+    /// The graceful-shutdown trigger for kube-runtime's `Controller::graceful_shutdown_on`.
+    async fn shutdown_trigger(shutdown: Option<tokio_util::sync::CancellationToken>) {
+        match shutdown {
+            Some(t) => t.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// What a reconcile of the JobSet or AppWrapper controller can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -45,6 +45,11 @@ pub struct LocalConfig {
     pub node_lifecycle: NodeLifecycleConfig,
     /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
     pub job_controller: bool,
+    /// Start the JobSet controller (off when `jobset manager` runs it in a process of its own,
+    /// as on a real cluster).
+    pub jobset_controller: bool,
+    /// Start the AppWrapper controller (likewise).
+    pub appwrapper_controller: bool,
     /// Where the process runtime keeps pod sandboxes, claims and `/etc/hosts` files (default: a
     /// temporary directory removed with the cluster).
     pub state_dir: Option<PathBuf>,
@@ -63,6 +68,8 @@ impl LocalConfig {
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
             job_controller: true,
+            jobset_controller: true,
+            appwrapper_controller: true,
             state_dir: None,
         }
     }
@@ -99,10 +106,10 @@ pub struct LocalCluster {
     /// The pod watch the controllers share; a restarted controller subscribes again.
     pods: SharedPods,
     job_controller: Option<JoinHandle<()>>,
-    jobset_controller: JoinHandle<()>,
+    jobset_controller: Option<JoinHandle<()>>,
     /// The JobSet controller's metrics (they survive a controller restart).
     pub jobset_metrics: Arc<JobSetMetrics>,
-    appwrapper_controller: JoinHandle<()>,
+    appwrapper_controller: Option<JoinHandle<()>>,
     pub appwrapper_metrics: Arc<AppWrapperMetrics>,
     tasks: Vec<JoinHandle<()>>,
     _temp_dir: Option<tempfile::TempDir>,
@@ -127,17 +134,23 @@ impl LocalCluster {
         jobset_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
         let appwrapper_metrics = Arc::new(AppWrapperMetrics::default());
         appwrapper_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
-        let appwrapper_controller = tokio::spawn(jobset_controllers::appwrapper::run(
-            server.client(),
-            config.appwrapper.clone(),
-            appwrapper_metrics.clone(),
-        ));
-        let jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
-            server.client(),
-            config.jobset.clone(),
-            jobset_metrics.clone(),
-            pods.clone(),
-        ));
+        let appwrapper_controller = config.appwrapper_controller.then(|| {
+            tokio::spawn(jobset_controllers::appwrapper::run(
+                server.client(),
+                config.appwrapper.clone(),
+                appwrapper_metrics.clone(),
+                Default::default(),
+            ))
+        });
+        let jobset_controller = config.jobset_controller.then(|| {
+            tokio::spawn(jobset_controllers::jobset::run(
+                server.client(),
+                config.jobset.clone(),
+                jobset_metrics.clone(),
+                pods.clone(),
+                Default::default(),
+            ))
+        });
         tasks.push(tokio::spawn(jobset_controllers::scheduler::run(
             server.client(),
             config.scheduler.clone(),
@@ -226,31 +239,35 @@ impl LocalCluster {
 
     /// Kills the JobSet controller (losing its in-memory state) and starts a fresh one.
     pub fn restart_jobset_controller(&mut self) {
-        self.jobset_controller.abort();
-        self.jobset_controller = tokio::spawn(jobset_controllers::jobset::run(
+        if let Some(j) = &self.jobset_controller {
+            j.abort();
+        }
+        self.jobset_controller = Some(tokio::spawn(jobset_controllers::jobset::run(
             self.server.client(),
             self.config.jobset.clone(),
             self.jobset_metrics.clone(),
             self.pods.clone(),
-        ));
+            Default::default(),
+        )));
     }
 
     /// Kills the AppWrapper controller (losing its in-memory state) and starts a fresh one.
     pub fn restart_appwrapper_controller(&mut self) {
-        self.appwrapper_controller.abort();
-        self.appwrapper_controller = tokio::spawn(jobset_controllers::appwrapper::run(
+        if let Some(j) = &self.appwrapper_controller {
+            j.abort();
+        }
+        self.appwrapper_controller = Some(tokio::spawn(jobset_controllers::appwrapper::run(
             self.server.client(),
             self.config.appwrapper.clone(),
             self.appwrapper_metrics.clone(),
-        ));
+            Default::default(),
+        )));
     }
 
     pub async fn shutdown(self) {
-        if let Some(j) = &self.job_controller {
-            j.abort();
+        for c in [&self.job_controller, &self.jobset_controller, &self.appwrapper_controller].into_iter().flatten() {
+            c.abort();
         }
-        self.jobset_controller.abort();
-        self.appwrapper_controller.abort();
         for t in &self.tasks {
             t.abort();
         }

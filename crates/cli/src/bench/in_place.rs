@@ -538,6 +538,7 @@ pub(super) async fn process(
             max_requests_inflight: limits.read_only,
             max_mutating_requests_inflight: limits.mutating,
         },
+        external: vec![],
     };
     let embedded = crate::cluster::start(&opts).await?;
     let server = embedded.server().context("the embedded cluster")?;

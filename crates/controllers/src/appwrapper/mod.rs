@@ -361,7 +361,12 @@ fn labelled<K: kube::Resource>(obj: &K) -> Option<ObjectRef<AppWrapper>> {
 }
 
 /// Runs the AppWrapper controller until its stream of reconciles ends.
-pub async fn run(client: Client, config: AppWrapperControllerConfig, metrics: Arc<Metrics>) {
+pub async fn run(
+    client: Client,
+    config: AppWrapperControllerConfig,
+    metrics: Arc<Metrics>,
+    lifecycle: crate::Lifecycle,
+) {
     if let Err(e) = config.appwrapper.fault_tolerance.validate() {
         tracing::error!(error = %e, "invalid AppWrapper configuration; the AppWrapper controller does not run");
         return;
@@ -412,12 +417,20 @@ pub async fn run(client: Client, config: AppWrapperControllerConfig, metrics: Ar
             std::future::ready(Some(futures::stream::iter(refs)))
         })
         .flatten();
-    let controller = Controller::new(appwrappers, watcher::Config::default())
+    let controller = Controller::new(appwrappers, watcher::Config::default());
+    let synced = {
+        let (appwrappers, pods) = (controller.store(), pod_reader.clone());
+        async move {
+            let _ = futures::join!(appwrappers.wait_until_ready(), pods.wait_until_ready());
+        }
+    };
+    let controller = controller
         .watches_stream(pod_events, |p: Pod| labelled(&p))
         .watches_stream(job_events, |j: Job| labelled(&j))
         .watches_stream(jobset_events, |j: JobSet| labelled(&j))
         .reconcile_on(node_triggers)
-        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(crate::Lifecycle::shutdown_trigger(lifecycle.shutdown));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         pods: pod_reader,
@@ -431,12 +444,13 @@ pub async fn run(client: Client, config: AppWrapperControllerConfig, metrics: Ar
         written: Mutex::default(),
         resources: Mutex::default(),
     });
-    controller
-        .run(reconcile, error_policy, ctx)
-        .for_each(|r| async move {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "appwrapper reconcile");
-            }
-        })
-        .await;
+    let reconciles = controller.run(reconcile, error_policy, ctx).for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "appwrapper reconcile");
+        }
+    });
+    tokio::select! {
+        _ = reconciles => {}
+        _ = crate::Lifecycle::report_ready(lifecycle.ready, synced) => {}
+    }
 }

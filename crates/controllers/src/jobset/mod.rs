@@ -318,7 +318,13 @@ fn pod_trigger(
 /// Runs the JobSet controller until its stream of reconciles ends; its pods come from `pods`
 /// (alone, e.g. `SharedPods::start(client, watcher::Config::default().labels(JOBSET_NAME))`, or
 /// shared with the other controllers of the process).
-pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Metrics>, pods: SharedPods) {
+pub async fn run(
+    client: Client,
+    config: JobSetControllerConfig,
+    metrics: Arc<Metrics>,
+    pods: SharedPods,
+    lifecycle: crate::Lifecycle,
+) {
     let jobsets: Api<JobSet> = Api::all(client.clone());
     let jobs: Api<Job> = Api::all(client.clone());
     let services: Api<Service> = Api::all(client.clone());
@@ -339,13 +345,27 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     let pod_events = pod_index.follow(pods.subscribe(jobset_pod));
     let controller = Controller::new(jobsets, watcher::Config::default());
     let cached = controller.store();
+    let synced = {
+        let (jobsets, jobs, svcs, claims, pods) =
+            (cached.clone(), job_reader.clone(), svc_reader.clone(), claim_reader.clone(), pods.clone());
+        async move {
+            let _ = futures::join!(
+                jobsets.wait_until_ready(),
+                jobs.wait_until_ready(),
+                svcs.wait_until_ready(),
+                claims.wait_until_ready(),
+                pods.wait_until_ready()
+            );
+        }
+    };
     let controller = controller
         .owns_stream(job_events)
         .owns_stream(svc_events)
         .watches_shared_stream(pod_events, move |p: Arc<Pod>| {
             pod_trigger(&p, |r| cached.get(r).map(|js| (js.metadata.uid.clone(), js.restart_strategy())))
         })
-        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency))
+        .graceful_shutdown_on(crate::Lifecycle::shutdown_trigger(lifecycle.shutdown));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         jobs: job_reader,
@@ -366,6 +386,7 @@ pub async fn run(client: Client, config: JobSetControllerConfig, metrics: Arc<Me
     tokio::select! {
         _ = reconciles => {}
         _ = claim_cache => {}
+        _ = crate::Lifecycle::report_ready(lifecycle.ready, synced) => {}
     }
 }
 
