@@ -7,4 +7,4 @@ pub mod field;
 pub mod job;
 pub mod jobset;
 pub(crate) mod schema;
-pub(crate) mod validation;
+pub mod validation;

@@ -105,7 +105,7 @@ pub(crate) fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// `IsDNS1123Subdomain`.
-pub(crate) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+pub fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 253 {
         errs.push(max_len_error(253));
@@ -144,7 +144,7 @@ const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 const DNS1035_LABEL_ERR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
 
 /// `IsDNS1035Label`: the length message first, then the format message.
-pub(crate) fn dns1035_label_errors(value: &str) -> Vec<String> {
+pub fn dns1035_label_errors(value: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > 63 {
         errs.push(max_len_error(63));

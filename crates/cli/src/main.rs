@@ -90,6 +90,9 @@ enum Command {
     Events(events::EventsArgs),
     /// Run a command in a running container of a local (process runtime) pod.
     Exec(exec::ExecArgs),
+    /// Run the JobSet and AppWrapper controllers against a cluster (a kubeconfig, or in-cluster),
+    /// as upstream's controller manager: leader election, health probes, metrics.
+    Manager(jobset_manager::ManagerArgs),
     /// Run the JobSet in-place restart agent in a pod (configured by environment variables,
     /// see docs/in-place-restart.md); exits with the code that restarts the pod in place.
     Agent(agent::AgentArgs),
@@ -130,7 +133,7 @@ fn main() {
     // Benchmarks run thousands of in-process agents: only their warnings.
     let default_filter = match cli.command {
         Command::Bench { .. } => "info,jobset_agent=warn",
-        Command::Up(_) | Command::Node { .. } | Command::Agent(_) => "info",
+        Command::Up(_) | Command::Node { .. } | Command::Agent(_) | Command::Manager(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -180,6 +183,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Events(args) => events::run(args).await,
         Command::Exec(args) => exec::run(args).await,
         Command::Agent(args) => agent::run(args).await,
+        Command::Manager(args) => ok(jobset_manager::run(args).await),
     }
 }
 
