@@ -2,7 +2,8 @@
 //! (the logic lives in `jobset_api::job`), JobSet defaulting and validation (upstream's
 //! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`), with a
 //! warning for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, and AppWrapper
-//! validation (upstream's validating webhook; the logic lives in `jobset_api::appwrapper`).
+//! validation (upstream's validating webhook; the logic lives in `jobset_api::appwrapper`), and
+//! RBAC objects' defaulting and validation (`crate::rbac`).
 
 use std::sync::Arc;
 
@@ -77,6 +78,9 @@ pub fn with_builtins(extra: Admission) -> Admission {
         Arc::new(JobSetAdmission { features: Default::default() }),
     );
     a.register(jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND, Arc::new(AppWrapperAdmission));
+    for kind in crate::rbac::KINDS {
+        a.register(crate::rbac::GROUP, kind, Arc::new(crate::rbac::RbacAdmission { kind }));
+    }
     a.extend(extra);
     a
 }

@@ -89,9 +89,11 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
                 Subresource::Log => ("Pod", &["get"]),
                 Subresource::Binding => ("Binding", &["create"]),
                 Subresource::Eviction => ("Eviction", &["create"]),
+                Subresource::Token => ("TokenRequest", &["create"]),
             };
             let (group, version) = match s {
                 Subresource::Eviction => ("policy", "v1"),
+                Subresource::Token => ("authentication.k8s.io", "v1"),
                 _ => ("", ""),
             };
             let mut r = json!({"name": format!("{}/{}", d.plural, s.name()), "singularName": "", "namespaced": d.namespaced, "kind": kind, "verbs": verbs});

@@ -25,6 +25,27 @@ impl Cause {
     pub fn required(field: impl Into<String>) -> Cause {
         Cause { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
     }
+    /// `field.Required(path, detail)` with a detail: `Required value: <detail>`.
+    pub fn required_because(field: impl Into<String>, detail: &str) -> Cause {
+        Cause { reason: "FieldValueRequired", field: field.into(), message: format!("Required value: {detail}") }
+    }
+    /// `field.Invalid` with the value already rendered as Go prints it (`60`, `[]string{"a"}`).
+    pub fn invalid_rendered(field: impl Into<String>, rendered: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {rendered}: {detail}"),
+        }
+    }
+    /// `field.NotSupported`: `Unsupported value: "x": supported values: "a", "b"`.
+    pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Cause {
+        let supported: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!("Unsupported value: {value:?}: supported values: {}", supported.join(", ")),
+        }
+    }
     pub fn forbidden(field: impl Into<String>, detail: &str) -> Cause {
         Cause { reason: "FieldValueForbidden", field: field.into(), message: format!("Forbidden: {detail}") }
     }
@@ -78,12 +99,18 @@ impl ApiError {
             ),
         )
     }
-    fn with_details(mut self, def: &ResourceDef, name: &str, kind: &str) -> ApiError {
-        let mut d = json!({"name": name, "kind": kind});
-        if !def.group.is_empty() {
-            d["group"] = json!(def.group);
+    fn with_details(self, def: &ResourceDef, name: &str, kind: &str) -> ApiError {
+        self.with_group_details(&def.group, name, kind)
+    }
+    /// `metav1.StatusDetails`: `name`, `group` and `kind`, each left out when empty (`omitempty`).
+    fn with_group_details(mut self, group: &str, name: &str, kind: &str) -> ApiError {
+        let mut d = serde_json::Map::new();
+        for (k, v) in [("name", name), ("group", group), ("kind", kind)] {
+            if !v.is_empty() {
+                d.insert(k.into(), json!(v));
+            }
         }
-        self.details = Some(d);
+        self.details = Some(Value::Object(d));
         self
     }
     pub fn not_found(def: &ResourceDef, name: &str) -> ApiError {
@@ -113,12 +140,25 @@ impl ApiError {
         )
     }
     pub fn forbidden(def: &ResourceDef, name: &str, why: impl std::fmt::Display) -> ApiError {
-        let target =
-            if name.is_empty() { def.qualified_plural() } else { format!("{} \"{name}\"", def.qualified_plural()) };
-        ApiError::new(403, "Forbidden", format!("{target} is forbidden: {why}")).with_details(def, name, &def.plural)
+        ApiError::forbidden_resource(&def.group, &def.plural, name, why)
+    }
+    /// kube-apiserver's `NewForbidden`: `<resource>.<group> "<name>" is forbidden: <why>`, or
+    /// `forbidden: <why>` when there is no resource (a non-resource path).
+    pub fn forbidden_resource(group: &str, resource: &str, name: &str, why: impl std::fmt::Display) -> ApiError {
+        let qualified = if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") };
+        let message = match (resource.is_empty(), name.is_empty()) {
+            (true, _) => format!("forbidden: {why}"),
+            (false, true) => format!("{qualified} is forbidden: {why}"),
+            (false, false) => format!("{qualified} \"{name}\" is forbidden: {why}"),
+        };
+        ApiError::new(403, "Forbidden", message).with_group_details(group, name, resource)
     }
     /// 422 with one cause per field, worded like kube-apiserver's `errors.NewInvalid`.
     pub fn invalid(def: &ResourceDef, name: &str, causes: Vec<Cause>) -> ApiError {
+        ApiError::invalid_kind(&def.group, &def.kind, name, causes)
+    }
+    /// [`ApiError::invalid`] for a kind that is not a stored resource (a `TokenRequest`).
+    pub fn invalid_kind(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> ApiError {
         let mut rendered: Vec<String> = Vec::new();
         for r in causes.iter().map(Cause::render) {
             if !rendered.contains(&r) {
@@ -126,10 +166,9 @@ impl ApiError {
             }
         }
         let summary = if rendered.len() == 1 { rendered[0].clone() } else { format!("[{}]", rendered.join(", ")) };
-        let qualified_kind =
-            if def.group.is_empty() { def.kind.clone() } else { format!("{}.{}", def.kind, def.group) };
+        let qualified_kind = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
         let mut e = ApiError::new(422, "Invalid", format!("{qualified_kind} \"{name}\" is invalid: {summary}"))
-            .with_details(def, name, &def.kind);
+            .with_group_details(group, name, kind);
         let causes: Vec<Value> =
             causes.iter().map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field})).collect();
         if let Some(d) = e.details.as_mut() {

@@ -50,6 +50,37 @@ pub struct ServerConfig {
     pub max_mutating_requests_inflight: Option<usize>,
     /// The `Retry-After` of a 429 (kube-apiserver: 1).
     pub retry_after_seconds: u32,
+    /// What time it is, for the expiry of service-account tokens (tests move it forward).
+    pub clock: Clock,
+}
+
+/// A source of the current time (the system clock unless a test injects another).
+#[derive(Clone)]
+pub struct Clock(Arc<dyn Fn() -> jiff::Timestamp + Send + Sync>);
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock(Arc::new(jiff::Timestamp::now))
+    }
+    /// A clock reading `now()`.
+    pub fn new(now: impl Fn() -> jiff::Timestamp + Send + Sync + 'static) -> Clock {
+        Clock(Arc::new(now))
+    }
+    pub fn now(&self) -> jiff::Timestamp {
+        (self.0)()
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::system()
+    }
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Clock({})", self.now())
+    }
 }
 
 impl Default for ServerConfig {
@@ -65,6 +96,7 @@ impl Default for ServerConfig {
             max_requests_inflight: None,
             max_mutating_requests_inflight: None,
             retry_after_seconds: 1,
+            clock: Clock::system(),
         }
     }
 }
@@ -81,6 +113,11 @@ pub struct ApiServer {
     /// What `GET /metrics` serves (404 while unset): a Prometheus registry shared with the
     /// components that register into it.
     pub(crate) metrics: std::sync::RwLock<Option<MetricsRegistry>>,
+    /// Signs and checks service-account tokens; set from the server token by
+    /// [`ApiServer::set_service_account_signing_key`] (the HTTPS listener does).
+    pub(crate) service_account_tokens: std::sync::RwLock<Option<Arc<crate::auth::ServiceAccountTokens>>>,
+    /// The parsed RBAC policy service-account requests are authorized against.
+    pub(crate) rbac: crate::rbac::Authorizer,
 }
 
 /// A Prometheus registry shared between the components that register series and the server.
@@ -610,14 +647,27 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         None => v,
     };
     let nsv = ns.clone().unwrap_or_default();
-    // What a pod's own token writes to its pod is checked before the change is committed.
-    let check_write = |txn: &Txn<'_>, o: &Arc<Obj>| match &pod_user {
-        Some(id) => {
-            let old = txn.committed(&Txn::key(&sdef, &nsv, &o.name));
-            let old = old.map(|p| p.value()).unwrap_or_default();
-            crate::auth::check_pod_write(id, &def, &old, &o.value())
+    // A service account writing an RBAC object may grant only what it holds itself (checked
+    // against the policy as of now: the store is locked while the write is checked).
+    let rbac_writer = match req.extensions().get::<User>() {
+        Some(User::ServiceAccount(sa)) if def.group == crate::rbac::GROUP => {
+            Some((sa.user_info(), server.rbac.policy(&server.store)))
         }
-        None => Ok(()),
+        _ => None,
+    };
+    let path_name = name.clone().unwrap_or_default();
+    // What a pod's own token writes to its pod, and what a service account grants in an RBAC
+    // object, is checked before the change is committed.
+    let check_write = |txn: &Txn<'_>, o: &Arc<Obj>| -> Result<()> {
+        let old = || txn.committed(&Txn::key(&sdef, &nsv, &o.name)).map(|p| p.value());
+        if let Some(id) = &pod_user {
+            crate::auth::check_pod_write(id, &def, &old().unwrap_or_default(), &o.value())?;
+        }
+        if let Some((user, policy)) = &rbac_writer {
+            crate::rbac::check_escalation(policy, user, &def.kind, &nsv, &path_name, &o.value(), old().as_ref())
+                .map_err(|why| ApiError::forbidden(&def, &o.name, why))?;
+        }
+        Ok(())
     };
     match (method.clone(), name, sub) {
         (Method::GET, None, None) => {
@@ -638,7 +688,13 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             }
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
-            let o = write(&server, |txn| ops::create(txn, ctx, &sdef, &nsv, v)).await?;
+            let o = write(&server, |txn| {
+                let o = ops::create(txn, ctx, &sdef, &nsv, v)?;
+                // Pod tokens never get here (they may not create).
+                check_write(txn, &o)?;
+                Ok(o)
+            })
+            .await?;
             Ok(object_response(StatusCode::CREATED, &def, &o, &acc, &q))
         }
         (Method::POST, Some(name), Some(Subresource::Binding)) => {
@@ -659,6 +715,25 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
                 StatusCode::CREATED,
                 &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
             ))
+        }
+        (Method::POST, Some(name), Some(Subresource::Token)) => {
+            let body = read_body(&server, req.into_body()).await?;
+            // client-go's typed clients (`kubectl create token`) post protobuf.
+            let v: Value = if content_type.starts_with(crate::auth::PROTOBUF_CONTENT_TYPE) {
+                crate::auth::token_request_from_protobuf(&body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the object provided is unrecognized (must be of type TokenRequest): {e}"
+                    ))
+                })?
+            } else {
+                serde_json::from_slice(&body).map_err(|e| {
+                    ApiError::bad_request(format!(
+                        "the object provided is unrecognized (must be of type TokenRequest): couldn't get version/kind; json parse error: {e}"
+                    ))
+                })?
+            };
+            let out = server.create_token(&nsv, &name, &v)?;
+            Ok(value_response(StatusCode::CREATED, &out))
         }
         (Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() { Target::Status } else { Target::Main };

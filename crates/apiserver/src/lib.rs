@@ -17,6 +17,7 @@ pub mod object;
 pub mod ops;
 pub mod persist;
 pub mod pods;
+pub mod rbac;
 pub mod resources;
 pub mod selector;
 pub mod serve;
@@ -32,7 +33,7 @@ use serde_json::json;
 
 pub use crate::admission::{Admission, AdmissionHook, Lookup};
 pub use crate::error::{ApiError, Cause};
-pub use crate::http::{ApiServer, MetricsRegistry, OPENMETRICS_CONTENT_TYPE, ServerConfig};
+pub use crate::http::{ApiServer, Clock, MetricsRegistry, OPENMETRICS_CONTENT_TYPE, ServerConfig};
 use crate::ops::Ctx;
 use crate::persist::Backend;
 use crate::resources::Registry;
@@ -59,6 +60,8 @@ impl ApiServer {
             requests: Default::default(),
             inflight,
             metrics: Default::default(),
+            service_account_tokens: Default::default(),
+            rbac: Default::default(),
         });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)
@@ -111,6 +114,78 @@ impl ApiServer {
     pub fn pod_exists(&self, id: &auth::PodIdentity) -> bool {
         let def = self.registry().get("", "v1", "pods").expect("built in");
         self.store.get(&def, &id.namespace, &id.pod).is_some_and(|p| p.uid == id.uid)
+    }
+
+    /// Signs service-account tokens with a key derived from `server_token`, the HTTPS listener's
+    /// bearer token ([`serve::authenticated_router`] calls this), so tokens outlive a restart with
+    /// the same credentials. Until it is called, TokenRequests fail and no service-account token
+    /// is accepted.
+    pub fn set_service_account_signing_key(&self, server_token: &str) {
+        let tokens = Arc::new(auth::ServiceAccountTokens::new(server_token));
+        *self.service_account_tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(tokens);
+    }
+
+    fn service_account_tokens(&self) -> Option<Arc<auth::ServiceAccountTokens>> {
+        self.service_account_tokens.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn now_seconds(&self) -> i64 {
+        self.config.clock.now().as_second()
+    }
+
+    /// `POST /api/v1/namespaces/<namespace>/serviceaccounts/<name>/token`: answers a
+    /// `TokenRequest` (JSON as posted) with the same object carrying `status.token` and
+    /// `status.expirationTimestamp`, as kube-apiserver does. 404 when the ServiceAccount does not
+    /// exist; 422 for an expiry under 10 minutes or over 2^32 seconds (default: an hour).
+    pub fn create_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, ApiError> {
+        let req = auth::TokenRequest::parse(request, namespace, name)?;
+        let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
+        let sa = self.store.get(&def, namespace, name).ok_or_else(|| ApiError::not_found(&def, name))?;
+        req.check(name, &sa.uid)?;
+        let tokens = self.service_account_tokens().ok_or_else(|| {
+            ApiError::internal("service account tokens are not configured: the server has no signing key")
+        })?;
+        let now = self.now_seconds();
+        let claims = req.claims(namespace, name, &sa.uid, now);
+        Ok(req.response(&claims, now, &tokens.issue(&claims)))
+    }
+
+    /// A token for ServiceAccount `namespace`/`name`, valid for `expiration_seconds` (an hour when
+    /// `None`): what `kubectl create token NAME -n NAMESPACE [--duration]` prints.
+    pub fn issue_service_account_token(
+        &self,
+        namespace: &str,
+        name: &str,
+        expiration_seconds: Option<i64>,
+    ) -> Result<String, ApiError> {
+        let request = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                             "spec": {"expirationSeconds": expiration_seconds}});
+        let answer = self.create_token(namespace, name, &request)?;
+        Ok(answer.pointer("/status/token").and_then(|t| t.as_str()).unwrap_or_default().to_string())
+    }
+
+    /// The claims of a service-account token this server issued, if it has not expired and its
+    /// ServiceAccount (same uid) still exists.
+    pub fn authenticate_service_account(&self, token: &str) -> Option<auth::ServiceAccountClaims> {
+        let claims = self.service_account_tokens()?.verify(token, self.now_seconds())?;
+        let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
+        self.store.get(&def, &claims.namespace, &claims.name).is_some_and(|sa| sa.uid == claims.uid).then_some(claims)
+    }
+
+    /// What RBAC says about `user` making request `r`, against the current Roles and bindings
+    /// (parsed once per change of them, not per request).
+    pub fn authorize(&self, user: &rbac::UserInfo, r: &rbac::RequestInfo) -> rbac::Decision {
+        self.rbac.policy(&self.store).authorize(user, r)
+    }
+
+    /// The RBAC policy cache (for tests: which store generation the parsed policy is of).
+    pub fn rbac_authorizer(&self) -> &rbac::Authorizer {
+        &self.rbac
     }
 
     /// Deletes dependents whose owners are gone (objects created with an owner that no longer exists).

@@ -179,9 +179,12 @@ fn validate_meta(def: &ResourceDef, v: &Value) -> Vec<Cause> {
     let name = meta_str(v, "name").unwrap_or_default();
     let problems = if def.is_namespace() || (def.group.is_empty() && def.plural == "services") {
         crate::names::dns1123_label(name)
-    } else if def.group.is_empty() && (def.plural == "events" || def.plural == "secrets" || def.plural == "configmaps")
+    } else if (def.group.is_empty()
+        && (def.plural == "events" || def.plural == "secrets" || def.plural == "configmaps"))
+        || def.group == crate::rbac::GROUP
     {
-        // Kubernetes only requires these names to be path segments.
+        // Kubernetes only requires these names to be path segments (RBAC's `ValidateRBACName`
+        // too: `system:controller:...` is a valid ClusterRole name).
         path_segment(name)
     } else {
         crate::names::dns1123_subdomain(name)
@@ -208,7 +211,8 @@ fn validate_labels_and_annotations(labels: Option<&Value>, annotations: Option<&
     causes
 }
 
-fn path_segment(name: &str) -> Vec<String> {
+/// `path.IsValidPathSegmentName`: the problems of `name` as one URL path segment.
+pub(crate) fn path_segment(name: &str) -> Vec<String> {
     if name == "." || name == ".." {
         return vec![format!("may not be '{name}'")];
     }

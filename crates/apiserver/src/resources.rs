@@ -12,6 +12,8 @@ pub enum Subresource {
     Log,
     Binding,
     Eviction,
+    /// `serviceaccounts/token`: POST a `TokenRequest`, get a token for the ServiceAccount.
+    Token,
 }
 
 impl Subresource {
@@ -21,6 +23,7 @@ impl Subresource {
             Subresource::Log => "log",
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
+            Subresource::Token => "token",
         }
     }
 }
@@ -255,7 +258,7 @@ const BUILTINS: &[Builtin] = &[
         namespaced: true,
         short: &["sa"],
         categories: &[],
-        subresources: &[],
+        subresources: &[Token],
         fields: &[],
     },
     Builtin {
@@ -309,6 +312,54 @@ const BUILTINS: &[Builtin] = &[
         singular: "lease",
         kind: "Lease",
         namespaced: true,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "roles",
+        singular: "role",
+        kind: "Role",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "rolebindings",
+        singular: "rolebinding",
+        kind: "RoleBinding",
+        namespaced: true,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterroles",
+        singular: "clusterrole",
+        kind: "ClusterRole",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+    },
+    Builtin {
+        group: "rbac.authorization.k8s.io",
+        version: "v1",
+        plural: "clusterrolebindings",
+        singular: "clusterrolebinding",
+        kind: "ClusterRoleBinding",
+        namespaced: false,
         short: &[],
         categories: &[],
         subresources: &[],

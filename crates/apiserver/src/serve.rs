@@ -1,4 +1,5 @@
-//! The HTTPS listener: loopback only, TLS with the generated CA, bearer-token authentication.
+//! The HTTPS listener: loopback only, TLS with the generated CA, bearer-token authentication,
+//! and RBAC authorization of service-account tokens.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use tower::ServiceExt;
 use crate::auth::{PodTokens, User};
 use crate::error::ApiError;
 use crate::http::ApiServer;
+use crate::rbac::{Decision, RequestInfo};
 
 /// Paths anyone may read, as kube-apiserver's `system:public-info-viewer` allows.
 fn public(path: &str) -> bool {
@@ -24,31 +26,43 @@ struct Auth {
     server: Arc<ApiServer>,
 }
 
+/// Who may make the request: the server's token (anything), a pod-bound token (its own pod and
+/// JobSet, checked per request in `http.rs`), or a service-account token (what RBAC allows,
+/// decided here, before the request is routed, as kube-apiserver's authorization filter does).
 async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
     let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
     if public(req.uri().path()) || crate::tls::token_matches(&auth.token, header) {
         return next.run(req).await;
     }
     let bearer = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim);
-    match bearer.and_then(|t| auth.pod_tokens.verify(t)).filter(|id| auth.server.pod_exists(id)) {
+    if let Some(id) = bearer.and_then(|t| auth.pod_tokens.verify(t)).filter(|id| auth.server.pod_exists(id)) {
         // A pod's token reaches discovery and resources only (authorized per request there).
-        Some(id) if req.uri().path().starts_with("/api") => {
+        if req.uri().path().starts_with("/api") {
             req.extensions_mut().insert(User::Pod(id));
-            next.run(req).await
+            return next.run(req).await;
         }
-        Some(id) => ApiError::new(
-            403,
-            "Forbidden",
-            format!("forbidden: User \"{}\" cannot get path \"{}\"", id.username(), req.uri().path()),
-        )
-        .into_response(),
-        None => ApiError::unauthorized().into_response(),
+        let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()).unwrap_or_default();
+        return crate::auth::forbidden(&id.username(), &info, "").into_response();
     }
+    let Some(sa) = bearer.and_then(|t| auth.server.authenticate_service_account(t)) else {
+        return ApiError::unauthorized().into_response();
+    };
+    let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
+        Ok(info) => info,
+        Err(e) => return ApiError::internal(format!("failed to create RequestInfo: {e}")).into_response(),
+    };
+    if let Decision::Deny { reason } = auth.server.authorize(&sa.user_info(), &info) {
+        return crate::auth::forbidden(&sa.username(), &info, &reason).into_response();
+    }
+    req.extensions_mut().insert(User::ServiceAccount(sa));
+    next.run(req).await
 }
 
-/// The router behind the listener: the API plus authentication by the server's token or a
-/// pod-bound token ([`crate::auth`]).
+/// The router behind the listener: the API plus authentication by the server's token, a
+/// pod-bound token ([`crate::auth`]) or a service-account token ([`crate::rbac`]). Service-account
+/// tokens are signed with a key derived from `token` from here on.
 pub fn authenticated_router(server: &Arc<ApiServer>, token: String) -> axum::Router {
+    server.set_service_account_signing_key(&token);
     let auth = Auth { pod_tokens: PodTokens::new(&token), token, server: server.clone() };
     server.router().layer(axum::middleware::from_fn_with_state(Arc::new(auth), authenticate))
 }

@@ -6,6 +6,7 @@
 //! could be lost.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
@@ -141,6 +142,10 @@ pub struct Store {
     backend: Box<dyn Backend>,
     pub registry: Arc<Registry>,
     config: StoreConfig,
+    /// Bumped (under the store lock, once memory holds the change) by every committed write that
+    /// changed an `rbac.authorization.k8s.io` object, so the authorizer rebuilds its parsed
+    /// policy only when it changed ([`Store::rbac_generation`]).
+    rbac_generation: AtomicU64,
 }
 
 /// What a watch starts from: the events to replay and the live feed after them.
@@ -184,7 +189,7 @@ impl Store {
         for t in state.tables.values_mut() {
             t.compacted = loaded.rv;
         }
-        Ok(Store { state: Mutex::new(state), backend, registry, config })
+        Ok(Store { state: Mutex::new(state), backend, registry, config, rbac_generation: AtomicU64::new(0) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -197,6 +202,13 @@ impl Store {
 
     pub fn current_rv(&self) -> u64 {
         self.lock().rv
+    }
+
+    /// How many committed writes have changed a Role, ClusterRole, RoleBinding or
+    /// ClusterRoleBinding so far (0 after opening, whatever was loaded). A reader that saw `n`
+    /// before listing those kinds has seen at least every change up to `n`.
+    pub fn rbac_generation(&self) -> u64 {
+        self.rbac_generation.load(Ordering::Acquire)
     }
 
     pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<Obj>> {
@@ -278,6 +290,7 @@ impl Store {
         self.backend.persist(rv, &persisted).map_err(|e| ApiError::internal(format!("storage: {e}")))?;
         drop(persisted);
         state.rv = rv;
+        let rbac_changed = changes.iter().any(|c| c.def.group == crate::rbac::GROUP);
         for change in changes {
             let Change { key, def, obj, prev, kind } = change;
             index(&mut state, &key, prev.as_ref(), if kind == EventType::Deleted { None } else { Some(&obj) });
@@ -297,6 +310,9 @@ impl Store {
             if def.is_crd() {
                 self.crd_changed(&ev);
             }
+        }
+        if rbac_changed {
+            self.rbac_generation.fetch_add(1, Ordering::Release);
         }
         Ok(out)
     }

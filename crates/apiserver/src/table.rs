@@ -21,8 +21,9 @@ use serde_json::{Map, Value, json};
 pub enum Columns {
     /// A built-in printer, by kind (`"Pod"`, `"Job"`, `"Node"`, `"Namespace"`, `"Event"`,
     /// `"Service"`, `"ConfigMap"`, `"Secret"`, `"Lease"`, `"ServiceAccount"`,
-    /// `"PersistentVolumeClaim"`, `"CustomResourceDefinition"`). An unknown kind renders like
-    /// [`Columns::Default`].
+    /// `"PersistentVolumeClaim"`, `"CustomResourceDefinition"`, `"RoleBinding"`,
+    /// `"ClusterRoleBinding"`). An unknown kind (Role and ClusterRole among them, as upstream has
+    /// no printer for them) renders like [`Columns::Default`].
     BuiltIn(&'static str),
     /// A custom resource's `additionalPrinterColumns` (the `Name` column is added in front).
     Printer(Vec<PrinterColumn>),
@@ -67,6 +68,8 @@ const BUILT_IN_KINDS: &[&str] = &[
     "ServiceAccount",
     "PersistentVolumeClaim",
     "CustomResourceDefinition",
+    "RoleBinding",
+    "ClusterRoleBinding",
 ];
 
 impl Columns {
@@ -511,8 +514,34 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.",
             ),
         ],
+        "RoleBinding" => binding_definitions(
+            "roleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
+            ["Users in the roleBinding", "Groups in the roleBinding", "ServiceAccounts in the roleBinding"],
+        ),
+        "ClusterRoleBinding" => binding_definitions(
+            "roleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
+            [
+                "Users in the clusterRoleBinding",
+                "Groups in the clusterRoleBinding",
+                "ServiceAccounts in the clusterRoleBinding",
+            ],
+        ),
         _ => return None,
     })
+}
+
+/// RoleBinding and ClusterRoleBinding: `Name`, `Role`, `Age`, then (wide) `Users`, `Groups`,
+/// `ServiceAccounts`.
+fn binding_definitions(role: &'static str, subjects: [&'static str; 3]) -> Vec<Def> {
+    let s = "string";
+    vec![
+        NAME,
+        ("Role", s, "", 0, role),
+        AGE,
+        ("Users", s, "", 1, subjects[0]),
+        ("Groups", s, "", 1, subjects[1]),
+        ("ServiceAccounts", s, "", 1, subjects[2]),
+    ]
 }
 
 fn default_definitions() -> Vec<Def> {
@@ -661,6 +690,7 @@ fn builtin_row(kind: &str, obj: &Value, now: Timestamp) -> Row {
         "Lease" => (vec![name(obj).into(), text(obj, &["spec", "holderIdentity"]).into(), age(obj, now).into()], None),
         "ServiceAccount" => (vec![name(obj).into(), array(obj, &["secrets"]).len().into(), age(obj, now).into()], None),
         "PersistentVolumeClaim" => (pvc_row(obj, now), None),
+        "RoleBinding" | "ClusterRoleBinding" => (binding_row(obj, now), None),
         _ => (vec![name(obj).into(), created_at(ts(obj, &["metadata", "creationTimestamp"])).into()], None),
     }
 }
@@ -1030,6 +1060,31 @@ fn service_row(svc: &Value, now: Timestamp) -> Vec<Value> {
         ports.into(),
         age(svc, now).into(),
         selector.into(),
+    ]
+}
+
+/// `printRoleBinding` / `printClusterRoleBinding`: the role as `<Kind>/<name>`, and the subjects
+/// as `rbac.SubjectsStrings` sorts them (service accounts as `<namespace>/<name>`; other kinds
+/// are not shown), each list joined with `, `.
+fn binding_row(b: &Value, now: Timestamp) -> Vec<Value> {
+    let role = format!("{}/{}", text(b, &["roleRef", "kind"]), text(b, &["roleRef", "name"]));
+    let (mut users, mut groups, mut sas) = (vec![], vec![], vec![]);
+    for s in array(b, &["subjects"]) {
+        let name = text(s, &["name"]);
+        match text(s, &["kind"]) {
+            "ServiceAccount" => sas.push(format!("{}/{name}", text(s, &["namespace"]))),
+            "User" => users.push(name.to_string()),
+            "Group" => groups.push(name.to_string()),
+            _ => {}
+        }
+    }
+    vec![
+        name(b).into(),
+        role.into(),
+        age(b, now).into(),
+        users.join(", ").into(),
+        groups.join(", ").into(),
+        sas.join(", ").into(),
     ]
 }
 
@@ -2223,6 +2278,47 @@ mod tests {
 
         let sa = json!({"metadata": {"name": "default", "creationTimestamp": ago(5)}});
         assert_eq!(cells(&Columns::BuiltIn("ServiceAccount"), sa), vec![json!("default"), json!(0), json!("5s")]);
+    }
+
+    #[test]
+    fn bindings_print_their_role_and_subjects_as_kubectl_and_roles_their_creation() {
+        for kind in ["RoleBinding", "ClusterRoleBinding"] {
+            assert_eq!(
+                column_names(&Columns::for_kind(kind)),
+                ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
+                "{kind}"
+            );
+        }
+        let b = json!({"metadata": {"name": "b", "creationTimestamp": ago(5)},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [
+            {"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"},
+            {"kind": "Group", "name": "system:serviceaccounts"},
+            {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"},
+            {"kind": "ServiceAccount", "name": "local"},
+            {"kind": "Robot", "name": "r"}
+        ]});
+        assert_eq!(
+            cells(&Columns::for_kind("RoleBinding"), b),
+            vec![
+                json!("b"),
+                json!("ClusterRole/view"),
+                json!("5s"),
+                json!("alice, bob"),
+                json!("system:serviceaccounts"),
+                json!("ns/sa, /local")
+            ]
+        );
+        let empty = json!({"metadata": {"name": "e"}, "roleRef": {"kind": "Role", "name": "r"}});
+        assert_eq!(
+            &cells(&Columns::for_kind("ClusterRoleBinding"), empty)[1..],
+            &[json!("Role/r"), json!("<unknown>"), json!(""), json!(""), json!("")]
+        );
+        for kind in ["Role", "ClusterRole"] {
+            assert_eq!(column_names(&Columns::for_kind(kind)), ["Name", "Created At"], "{kind}");
+        }
+        let role = json!({"metadata": {"name": "r", "creationTimestamp": "2024-01-02T03:04:05Z"}});
+        assert_eq!(cells(&Columns::for_kind("Role"), role), vec![json!("r"), json!("2024-01-02T03:04:05Z")]);
     }
 
     #[test]
