@@ -133,7 +133,10 @@ fn main() {
     // Benchmarks run thousands of in-process agents: only their warnings.
     let default_filter = match cli.command {
         Command::Bench { .. } => "info,jobset_agent=warn",
-        Command::Up(_) | Command::Node { .. } | Command::Agent(_) | Command::Manager(_) => "info",
+        Command::Up(_) | Command::Node { .. } | Command::Agent(_) => "info",
+        // kube's request tracing logs every failed request as an error: the manager reports
+        // failures itself, once, with their cause.
+        Command::Manager(_) => "info,kube_client::client::builder=off",
         _ => "warn",
     };
     tracing_subscriber::fmt()

@@ -1,0 +1,645 @@
+//! Two processes, as on a real cluster: `jobset up --external-controllers jobset,appwrapper`
+//! plays a cluster with no JobSet installed (API server, Job controller, scheduler, nodes), and
+//! `jobset manager` runs the JobSet and AppWrapper controllers in an OS process of its own,
+//! over HTTPS, with the identity of the ServiceAccount that config/rbac/ binds to the shipped
+//! ClusterRole (the embedded server enforces RBAC for it).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, wait::await_condition};
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+
+const REPO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+/// The manager's namespace and ServiceAccount (config/rbac/).
+const NAMESPACE: &str = "jobset-system";
+const SERVICE_ACCOUNT: &str = "jobset-controller-manager";
+/// Upstream's leader election Lease name.
+const LEASE: &str = "6d4f6a47.jobset.x-k8s.io";
+/// Lease timings of these tests (upstream: 15 s, 10 s, 2 s).
+const LEASE_DURATION: Duration = Duration::from_secs(3);
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+const RETRY_PERIOD: Duration = Duration::from_millis(300);
+/// Bound on any one state the tests wait for.
+const WAIT: Duration = Duration::from_secs(60);
+
+fn jobset_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"), "jobsets")
+}
+
+/// The cluster (`jobset up` with process nodes and no JobSet controller) and the manager's
+/// credentials and configuration.
+struct Cluster {
+    server: common::Server,
+    dir: tempfile::TempDir,
+    /// A kubeconfig with the manager's ServiceAccount token instead of the admin token.
+    manager_kubeconfig: PathBuf,
+}
+
+async fn cluster() -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = common::start(
+        &data,
+        0,
+        &[
+            "--nodes",
+            "2",
+            "--runtime",
+            "process",
+            "--external-controllers",
+            "jobset,appwrapper",
+            "--job-backoff",
+            "10ms",
+        ],
+    )
+    .await;
+    for f in ["service_account.yaml", "role.yaml", "leader_election_role.yaml"] {
+        let out = apply(&server, &format!("{REPO}/config/rbac/{f}")).await;
+        assert_eq!(out.code, 0, "apply config/rbac/{f}: {out:?}");
+    }
+    let token = service_account_token(&server.client().await).await;
+    let manager_kubeconfig = dir.path().join("manager.kubeconfig");
+    write_kubeconfig_with_token(&server.kubeconfig, &manager_kubeconfig, &token);
+    Cluster { server, dir, manager_kubeconfig }
+}
+
+async fn apply(server: &common::Server, file: &str) -> common::Output {
+    let child = common::jobset_command(&["apply", "-f", file]).env("KUBECONFIG", &server.kubeconfig).spawn().unwrap();
+    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await.expect("jobset apply finishes").unwrap();
+    common::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A token of the manager's ServiceAccount, through the TokenRequest API (`kubectl create token`).
+async fn service_account_token(admin: &kube::Client) -> String {
+    let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}
+    }))
+    .unwrap();
+    let answer: TokenRequest =
+        api.create_subresource("token", SERVICE_ACCOUNT, &PostParams::default(), &request).await.expect("TokenRequest");
+    answer.status.and_then(|s| s.token).expect("a token in the TokenRequest's status")
+}
+
+/// `from`'s kubeconfig with every user's token replaced by `token`.
+fn write_kubeconfig_with_token(from: &Path, to: &Path, token: &str) {
+    let mut kc: Value = serde_json::to_value(kube::config::Kubeconfig::read_from(from).unwrap()).unwrap();
+    for user in kc["users"].as_array_mut().expect("kubeconfig users") {
+        user["user"]["token"] = Value::String(token.to_string());
+    }
+    std::fs::write(to, serde_json::to_string(&kc).unwrap()).unwrap();
+}
+
+impl Cluster {
+    /// The manager's configuration: upstream's Configuration with fast lease timings and probe
+    /// and metrics listeners on free loopback ports.
+    fn config(&self, leader_elect: bool) -> PathBuf {
+        let path = self.dir.path().join(format!("config-{leader_elect}.yaml"));
+        let ms = |d: Duration| format!("{}ms", d.as_millis());
+        let text = format!(
+            "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n\
+             leaderElection:\n  leaderElect: {leader_elect}\n  leaseDuration: {}\n  renewDeadline: {}\n  retryPeriod: {}\n  resourceNamespace: {NAMESPACE}\n\
+             health:\n  healthProbeBindAddress: 127.0.0.1:0\n\
+             metrics:\n  bindAddress: 127.0.0.1:0\n",
+            ms(LEASE_DURATION),
+            ms(RENEW_DEADLINE),
+            ms(RETRY_PERIOD)
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    async fn manager(&self, id: &str) -> Manager {
+        Manager::start(&self.manager_kubeconfig, &self.config(true), id, &[]).await
+    }
+
+    async fn admin(&self) -> kube::Client {
+        self.server.client().await
+    }
+
+    async fn jobset_command(&self, args: &[&str]) -> common::Output {
+        let child = common::jobset_command(args).env("KUBECONFIG", &self.server.kubeconfig).spawn().unwrap();
+        let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("jobset {args:?} did not finish"))
+            .unwrap();
+        common::Output {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Waits until the Lease names `holder`; returns when that was seen.
+    async fn lease_held_by(&self, holder: &str, within: Duration) -> Instant {
+        let api: Api<Lease> = Api::namespaced(self.admin().await, NAMESPACE);
+        let held = await_condition(api, LEASE, |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref()?.holder_identity.as_deref()) == Some(holder)
+        });
+        tokio::time::timeout(within, held)
+            .await
+            .unwrap_or_else(|_| panic!("the lease was not held by {holder} within {within:?}"))
+            .expect("lease watch");
+        Instant::now()
+    }
+
+    /// Waits until JobSet `name` satisfies `cond`, and returns it.
+    async fn jobset_until(&self, name: &str, what: &str, cond: impl Fn(&DynamicObject) -> bool) -> DynamicObject {
+        let api: Api<DynamicObject> = Api::namespaced_with(self.admin().await, "default", &jobset_resource());
+        let found = await_condition(api, name, move |o: Option<&DynamicObject>| o.is_some_and(&cond));
+        tokio::time::timeout(WAIT, found)
+            .await
+            .unwrap_or_else(|_| panic!("JobSet {name} was not {what} within {WAIT:?}"))
+            .expect("jobset watch")
+            .expect("the JobSet exists")
+    }
+}
+
+fn status_i64(js: &DynamicObject, field: &str) -> i64 {
+    js.data.pointer(&format!("/status/{field}")).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn has_condition(js: &DynamicObject, type_: &str) -> bool {
+    js.data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == type_ && c["status"] == "True"))
+}
+
+/// A running `jobset manager`.
+struct Manager {
+    child: Child,
+    id: String,
+    metrics: String,
+    health: String,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Manager {
+    async fn start(kubeconfig: &Path, config: &Path, id: &str, extra: &[&str]) -> Manager {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jobset"))
+            .args(["manager", "--kubeconfig"])
+            .arg(kubeconfig)
+            .arg("--config")
+            .arg(config)
+            .args(["--leader-election-id", id, "--metrics-secure=false", "--graceful-shutdown-timeout", "5s"])
+            .args(extra)
+            .env("JOBSET_LOG", "info,kube=warn")
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn jobset manager");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        {
+            let mut pipe = child.stderr.take().unwrap();
+            let stderr = stderr.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            });
+        }
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let (mut health, mut metrics) = (None, None);
+        let listening = tokio::time::timeout(common::STARTUP_TIMEOUT, async {
+            while let Some(line) = lines.next_line().await.expect("read manager stdout") {
+                if let Some(url) = line.strip_prefix("health probes listening on ") {
+                    health = Some(url.trim_end_matches("/healthz").to_string());
+                }
+                if let Some(url) = line.strip_prefix("metrics listening on ") {
+                    metrics = Some(url.to_string());
+                }
+                if health.is_some() && metrics.is_some() {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert!(
+            matches!(listening, Ok(true)),
+            "jobset manager {id} did not start listening; stderr:\n{}",
+            stderr.lock().unwrap()
+        );
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Manager { child, id: id.to_string(), metrics: metrics.unwrap(), health: health.unwrap(), stderr }
+    }
+
+    async fn scrape(&self) -> String {
+        let (status, body) = http_get(&self.metrics).await;
+        assert_eq!(status, 200, "GET {}: {body}", self.metrics);
+        body
+    }
+
+    /// How many JobSet reconciles this manager has run.
+    async fn jobset_reconciles(&self) -> u64 {
+        let body = self.scrape().await;
+        body.lines()
+            .find_map(|l| l.strip_prefix("controller_runtime_reconcile_time_seconds_count{controller=\"jobset\"} "))
+            .map(|v| v.trim().parse().expect("a count"))
+            .unwrap_or(0)
+    }
+
+    /// kill -9, and reap.
+    async fn kill(mut self) {
+        self.child.kill().await.expect("kill -9 jobset manager");
+        self.check();
+    }
+
+    fn check(&self) {
+        let stderr = self.stderr.lock().unwrap();
+        assert!(!stderr.contains("panicked"), "jobset manager {} panicked:\n{stderr}", self.id);
+    }
+}
+
+/// A plain-HTTP GET: (status, body).
+async fn http_get(url: &str) -> (u16, String) {
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status");
+    (status, body.to_string())
+}
+
+/// The uids of the Jobs seen, by (Job name, restart attempt): one each, or a Job was created
+/// twice for one attempt.
+type JobsSeen = Arc<Mutex<std::collections::BTreeMap<(String, String), Vec<String>>>>;
+
+/// Records every Job of JobSet `jobset`.
+fn record_jobs(client: kube::Client, jobset: &str) -> JobsSeen {
+    let seen = JobsSeen::default();
+    let api: Api<Job> = Api::namespaced(client, "default");
+    let cfg = watcher::Config::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={jobset}"));
+    let recorder = seen.clone();
+    tokio::spawn(async move {
+        let mut jobs = std::pin::pin!(watcher(api, cfg).default_backoff().applied_objects());
+        while let Some(Ok(j)) = jobs.next().await {
+            let attempt = j.metadata.labels.as_ref().and_then(|l| l.get("jobset.sigs.k8s.io/restart-attempt")).cloned();
+            let key = (j.metadata.name.clone().unwrap_or_default(), attempt.unwrap_or_default());
+            let uid = j.metadata.uid.clone().unwrap_or_default();
+            let mut seen = recorder.lock().unwrap();
+            let uids = seen.entry(key).or_default();
+            if !uids.contains(&uid) {
+                uids.push(uid);
+            }
+        }
+    });
+    seen
+}
+
+fn assert_each_job_created_once(seen: &JobsSeen) {
+    let seen = seen.lock().unwrap();
+    assert!(!seen.is_empty(), "no Job was seen");
+    for ((name, attempt), uids) in seen.iter() {
+        assert_eq!(uids.len(), 1, "Job {name} of restart attempt {attempt} was created {} times: {uids:?}", uids.len());
+    }
+}
+
+const RESTART_JOBSET: &str = "examples/failure-policy/restart-jobset.yaml";
+
+/// The README's main example (KEP-262's RestartJobSet story) ends through the pair as in local
+/// mode: Completed after exactly 2 restarts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_runs_the_restart_jobset_example_to_the_same_end_as_local_mode() {
+    let c = cluster().await;
+    let m = c.manager("manager-a").await;
+    c.lease_held_by("manager-a", WAIT).await;
+    let kubeconfig = c.server.kubeconfig.to_string_lossy().into_owned();
+    let file = format!("{REPO}/{RESTART_JOBSET}");
+    let out = c.jobset_command(&["run", "--kubeconfig", &kubeconfig, &file, "--timeout", "60s"]).await;
+    assert_eq!(out.code, 0, "{out:?}\nmanager:\n{}", m.stderr.lock().unwrap());
+    assert!(out.stdout.contains("restart-jobset succeeded; restarts 2 (2 towards maxRestarts)"), "{out:?}");
+    // The probes and metrics of a leader that has reconciled.
+    assert_eq!(http_get(&format!("{}/healthz", m.health)).await.0, 200);
+    assert_eq!(http_get(&format!("{}/readyz", m.health)).await.0, 200);
+    let metrics = m.scrape().await;
+    for series in [
+        "jobset_completed_total{jobset_name=\"restart-jobset\",namespace=\"default\"} 1",
+        "jobset_restarts_total{jobset_name=\"restart-jobset\",namespace=\"default\",action=\"RestartJobSet\"} 2",
+        "leader_election_master_status{name=\"6d4f6a47.jobset.x-k8s.io\"} 1",
+        "process_resident_memory_bytes ",
+    ] {
+        assert!(metrics.contains(series), "{series} missing from the metrics:\n{metrics}");
+    }
+    m.kill().await;
+}
+
+/// Two managers; the leader is killed with SIGKILL in the middle of a restart. The standby has
+/// not reconciled anything until then, takes over within the lease duration, and the JobSet ends
+/// exactly as in a fault-free run: Completed, 2 restarts, no Job created twice for one attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_takes_over_from_a_killed_leader_mid_restart_and_the_jobset_ends_as_without_the_fault() {
+    let c = cluster().await;
+    let a = c.manager("manager-a").await;
+    c.lease_held_by("manager-a", WAIT).await;
+    let b = c.manager("manager-b").await;
+    let jobs = record_jobs(c.admin().await, "restart-jobset");
+    let out = apply(&c.server, &format!("{REPO}/{RESTART_JOBSET}")).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    c.jobset_until("restart-jobset", "restarted once", |js| status_i64(js, "restarts") >= 1).await;
+    assert_eq!(b.jobset_reconciles().await, 0, "the standby reconciled while manager-a led");
+    assert!(a.jobset_reconciles().await > 0, "the leader has not reconciled");
+    a.kill().await;
+    let killed = Instant::now();
+    let took_over = c.lease_held_by("manager-b", LEASE_DURATION + RENEW_DEADLINE + WAIT / 10).await;
+    eprintln!("manager-b took over {:?} after manager-a was killed", took_over - killed);
+    let js = c.jobset_until("restart-jobset", "Completed", |js| has_condition(js, "Completed")).await;
+    assert_eq!(status_i64(&js, "restarts"), 2, "{js:?}");
+    assert_eq!(status_i64(&js, "restartsCountTowardsMax"), 2, "{js:?}");
+    assert!(b.jobset_reconciles().await > 0, "the new leader did not reconcile");
+    assert_each_job_created_once(&jobs);
+    b.kill().await;
+}
+
+/// A leader whose Lease another holder took (its renewal sees the new holder) stops at once: it
+/// exits 1 saying so, and the JobSets it would have reconciled wait for the next leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_over_stops_and_exits() {
+    let c = cluster().await;
+    let mut a = c.manager("manager-a").await;
+    c.lease_held_by("manager-a", WAIT).await;
+    // Another holder takes the lease, as a replica whose clock ran ahead would.
+    let api: Api<Lease> = Api::namespaced(c.admin().await, NAMESPACE);
+    let mut lease = api.get(LEASE).await.unwrap();
+    let spec = lease.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(3600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now()));
+    api.replace(LEASE, &PostParams::default(), &lease).await.unwrap();
+    let status = tokio::time::timeout(WAIT, a.child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("manager-a kept running after losing its lease:\n{}", a.stderr.lock().unwrap()))
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{}", a.stderr.lock().unwrap());
+    assert!(a.stderr.lock().unwrap().contains("leader election lost"), "{}", a.stderr.lock().unwrap());
+    a.check();
+}
+
+/// A TCP proxy between a manager and the API server that the test can cut: every connection
+/// through it is dropped and new ones are refused, as in a network partition.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    cut_tx: tokio::sync::broadcast::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let (cut_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+        let (flag, tx) = (cut.clone(), cut_tx.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if flag.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let mut stop = tx.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = stop.recv() => {}
+                    }
+                });
+            }
+        });
+        Proxy { port, cut, cut_tx, task }
+    }
+
+    /// Drops every connection and refuses new ones.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        let _ = self.cut_tx.send(());
+    }
+}
+
+/// A leader cut off from the API server (its renewals fail) stops acting and exits once its
+/// renew deadline has passed, before the standby, which waits a full lease duration from its last
+/// sight of a renewal, takes the lease: never two leaders acting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_stops_before_the_standby_takes_over() {
+    let c = cluster().await;
+    let proxy = Proxy::start(c.server.port).await;
+    let proxied = c.dir.path().join("proxied.kubeconfig");
+    let text = std::fs::read_to_string(&c.manager_kubeconfig).unwrap();
+    let text = text.replace(&format!("127.0.0.1:{}", c.server.port), &format!("127.0.0.1:{}", proxy.port));
+    std::fs::write(&proxied, text).unwrap();
+    let mut a = Manager::start(&proxied, &c.config(true), "manager-a", &[]).await;
+    c.lease_held_by("manager-a", WAIT).await;
+    let _b = c.manager("manager-b").await;
+    proxy.cut();
+    let cut = Instant::now();
+    let a_exit = {
+        let exited = async {
+            let status = a.child.wait().await.unwrap();
+            (status, Instant::now())
+        };
+        let b_leads = c.lease_held_by("manager-b", WAIT);
+        tokio::pin!(b_leads);
+        tokio::select! {
+            (status, at) = exited => {
+                assert_eq!(status.code(), Some(1), "{}", a.stderr.lock().unwrap());
+                at
+            }
+            b_at = &mut b_leads => panic!(
+                "manager-b took the lease {:?} after the cut while manager-a was still running:\n{}",
+                b_at - cut,
+                a.stderr.lock().unwrap()
+            ),
+        }
+    };
+    let b_at = c.lease_held_by("manager-b", WAIT).await;
+    assert!(a_exit < b_at, "manager-a stopped after manager-b took over");
+    eprintln!("manager-a stopped {:?} after the cut, manager-b led {:?} after it", a_exit - cut, b_at - cut);
+    assert!(a.stderr.lock().unwrap().contains("leader election lost"), "{}", a.stderr.lock().unwrap());
+    proxy.task.abort();
+}
+
+/// The manager killed and restarted at random moments of a JobSet's life (seeded; the seed is
+/// printed) converges to the fault-free end: Completed, 2 restarts, each Job created once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_killed_at_random_moments_converges_to_the_fault_free_status() {
+    let seed: u64 = std::env::var("JOBSET_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("seed {seed} (JOBSET_TEST_SEED={seed} repeats this run)");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let c = cluster().await;
+    let jobs = record_jobs(c.admin().await, "restart-jobset");
+    // The same identity across restarts, as a StatefulSet's pod name: it takes its lease back at once.
+    let mut m = c.manager("manager-a").await;
+    let out = apply(&c.server, &format!("{REPO}/{RESTART_JOBSET}")).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..800))).await;
+        m.kill().await;
+        m = c.manager("manager-a").await;
+    }
+    let js = c.jobset_until("restart-jobset", "Completed", |js| has_condition(js, "Completed")).await;
+    assert_eq!(status_i64(&js, "restarts"), 2, "seed {seed}: {js:?}");
+    assert_eq!(status_i64(&js, "restartsCountTowardsMax"), 2, "seed {seed}: {js:?}");
+    assert_each_job_created_once(&jobs);
+    m.kill().await;
+}
+
+/// `jobset manager ARGS...` to its end.
+async fn manager_fails(args: &[&str]) -> common::Output {
+    let mut all = vec!["manager", "--health-probe-bind-address", "0", "--metrics-bind-address", "0"];
+    all.extend_from_slice(args);
+    // The manager's own default log filter, as a user gets it.
+    let child = common::jobset_command(&all).env_remove("JOBSET_LOG").spawn().unwrap();
+    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await.expect("jobset manager ends").unwrap();
+    common::Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Each bad input ends the manager with exit code 1 and one line naming the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_one_line_naming_the_cause_and_exit_code_1() {
+    let c = cluster().await;
+    let dir = c.dir.path();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let no_context =
+        write("no-context.kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\ncontexts: []\n");
+    let unreachable = {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let text = std::fs::read_to_string(&c.manager_kubeconfig).unwrap();
+        write(
+            "unreachable.kubeconfig",
+            &text.replace(&format!("127.0.0.1:{}", c.server.port), &format!("127.0.0.1:{port}")),
+        )
+    };
+    let wrong_token = {
+        let p = dir.join("wrong-token.kubeconfig");
+        write_kubeconfig_with_token(&c.manager_kubeconfig, &p, "not-a-token");
+        p.to_string_lossy().into_owned()
+    };
+    let unknown_key = write(
+        "unknown-key.yaml",
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\nleaderElection:\n  leaderElct: true\n",
+    );
+    let manager = c.manager_kubeconfig.to_string_lossy().into_owned();
+    let missing = dir.join("missing.kubeconfig").to_string_lossy().into_owned();
+    let cases: [(&str, Vec<&str>, &str); 5] = [
+        ("a kubeconfig that does not exist", vec!["--kubeconfig", &missing], "missing.kubeconfig: No such file"),
+        (
+            "a kubeconfig without a current context",
+            vec!["--kubeconfig", &no_context],
+            "failed to determine current context",
+        ),
+        (
+            "an unreachable server",
+            vec!["--kubeconfig", &unreachable],
+            "cannot reach the API server at https://127.0.0.1:",
+        ),
+        ("a wrong token", vec!["--kubeconfig", &wrong_token], "rejected our credentials (401 Unauthorized)"),
+        (
+            "a configuration with an unknown key",
+            vec!["--kubeconfig", &manager, "--config", &unknown_key],
+            "unknown-key.yaml:4:3: unknown field \"leaderElection.leaderElct\"",
+        ),
+    ];
+    for (what, args, says) in cases {
+        let out = manager_fails(&args).await;
+        assert_eq!(out.code, 1, "{what}: {out:?}");
+        let lines: Vec<&str> = out.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: not one line: {out:?}");
+        assert!(
+            lines[0].starts_with("error: ") && lines[0].contains(says),
+            "{what}: {:?} does not say {says:?}",
+            lines[0]
+        );
+        assert!(!out.stderr.contains("panicked"), "{what}: {out:?}");
+    }
+}
+
+/// Upstream's main-container-mode in-place restart example, with process pods, through the pair:
+/// a worker fails, every pod restarts in place (same pods), the JobSet's attempt advances, and
+/// no restart is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_place_restart_with_process_pods_works_through_the_manager() {
+    use k8s_openapi::api::core::v1::Pod;
+    let c = cluster().await;
+    let m = c.manager("manager-a").await;
+    let out = apply(&c.server, &format!("{REPO}/examples/in-place-restart/jobset-main-container-mode.yaml")).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let at_attempt = |attempt: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let cfg = watcher::Config::default().labels("jobset.sigs.k8s.io/jobset-name=js");
+            let mut seen = std::collections::BTreeMap::new();
+            let mut events = std::pin::pin!(watcher(pods, cfg).default_backoff().applied_objects());
+            while let Some(Ok(p)) = events.next().await {
+                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let at =
+                    p.metadata.annotations.as_ref().and_then(|a| a.get("jobset.sigs.k8s.io/in-place-restart-attempt"));
+                if running && at.map(String::as_str) == Some(attempt) {
+                    seen.insert(p.metadata.name.clone().unwrap(), p.metadata.uid.clone().unwrap());
+                } else {
+                    seen.remove(p.metadata.name.as_deref().unwrap());
+                }
+                if seen.len() == 4 {
+                    return seen;
+                }
+            }
+            panic!("the pod watch ended")
+        }
+    };
+    let before = tokio::time::timeout(WAIT, at_attempt("0")).await.expect("4 pods running at attempt 0");
+    let target = before.keys().next().unwrap().clone();
+    let out =
+        c.jobset_command(&["exec", &target, "--", "sh", "-c", "mount -t tmpfs tmpfs /tmp && touch /tmp/exit1"]).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let after = tokio::time::timeout(WAIT, at_attempt("1")).await.expect("4 pods running at attempt 1");
+    assert_eq!(after, before, "pods were recreated instead of restarted in place");
+    let js =
+        c.jobset_until("js", "at in-place attempt 1", |js| status_i64(js, "currentInPlaceRestartAttempt") == 1).await;
+    assert_eq!(js.data.pointer("/status/previousInPlaceRestartAttempt").and_then(Value::as_i64), Some(0), "{js:?}");
+    assert_eq!(status_i64(&js, "restarts"), 0, "{js:?}");
+    m.kill().await;
+}
