@@ -14,6 +14,7 @@ use anyhow::Context;
 
 mod appwrapper;
 mod in_place;
+mod manager;
 use clap::Subcommand;
 use futures::StreamExt;
 use jobset_apiserver::persist::{Backend, Memory, Redb};
@@ -114,6 +115,28 @@ pub enum BenchCommand {
         #[arg(long, value_enum, value_delimiter = ',', default_value = "sidecar,main-container")]
         modes: Vec<in_place::Mode>,
     },
+    /// The JobSet controller in a `jobset manager` process of its own (over HTTPS, QPS/burst
+    /// 500/500) against in-process: a `Recreate` restart, then an in-place restart (main-container
+    /// mode), each first with the controller in-process, then with the manager; in one run.
+    Manager {
+        #[arg(long, default_value_t = 5_000)]
+        pods: i32,
+        /// Pods per Job (Indexed, parallelism = completions).
+        #[arg(long, default_value_t = 100)]
+        pods_per_job: i32,
+        /// Simulated pods per node.
+        #[arg(long, default_value_t = 10)]
+        pods_per_node: i32,
+        /// How long after its start the failing in-place worker fails.
+        #[arg(long, default_value = "3s", value_parser = crate::parse_duration)]
+        fail_after: Duration,
+        /// The API server's read-only in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 400)]
+        max_requests_inflight: usize,
+        /// The API server's mutating in-flight limit (kube-apiserver's default; 0: unlimited).
+        #[arg(long, default_value_t = 200)]
+        max_mutating_requests_inflight: usize,
+    },
     /// AppWrapper: for each pod count, an AppWrapper wrapping one Indexed Job on simulated
     /// nodes, from create to all pods running, then one pod fails and the whole workload is
     /// reset (zero failure grace and retry pause) until every pod runs again. Then what
@@ -195,6 +218,17 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
                 (&modes, !no_recreate),
             )
             .await
+        }
+        BenchCommand::Manager {
+            pods,
+            pods_per_job,
+            pods_per_node,
+            fail_after,
+            max_requests_inflight,
+            max_mutating_requests_inflight,
+        } => {
+            let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
+            manager::bench(pods, pods_per_job, pods_per_node, fail_after, limits).await
         }
         BenchCommand::Appwrapper {
             pods,
@@ -914,6 +948,8 @@ struct JobsetFigures {
     requests: u64,
     cpu: Duration,
     job_controller_cpu: Duration,
+    /// CPU time of the `jobset manager` process during the restart (zero in-process).
+    manager_cpu: Duration,
     rss_mb: f64,
 }
 
@@ -925,7 +961,8 @@ async fn jobset_bench(jobs: i32, pods_per_job: i32, nodes: usize, progress: Opti
     );
     let mut figures = vec![];
     for strategy in ["Recreate", "BlockingRecreate"] {
-        figures.push(jobset_restart(strategy, jobs, pods_per_job, nodes, progress, Limits::default()).await?);
+        let c = manager::Controllers::InProcess;
+        figures.push(jobset_restart(strategy, jobs, pods_per_job, nodes, progress, Limits::default(), c).await?);
     }
     println!();
     println!(
@@ -973,13 +1010,22 @@ async fn jobset_restart(
     nodes: usize,
     progress: Option<Duration>,
     limits: Limits,
+    controllers: manager::Controllers,
 ) -> anyhow::Result<JobsetFigures> {
     let server = server_with(Box::new(Memory), limits)?;
     let mut cfg = LocalConfig::with_nodes(nodes);
     cfg.job_controller = false;
+    let external = controllers == manager::Controllers::Manager;
+    cfg.jobset_controller = !external;
+    cfg.appwrapper_controller = !external;
     let controller = JobControllerThread::spawn(&server, cfg.job.clone())?;
     let controller_tid = controller.tid;
     let cluster = LocalCluster::start(server.clone(), cfg).await;
+    let manager = match external {
+        true => Some(manager::ManagerProcess::start(&server).await?),
+        false => None,
+    };
+    let manager_cpu = || manager.as_ref().map(|m| m.cpu()).unwrap_or_default();
 
     let client = server.client();
     let name = format!("bench-{}", strategy.to_lowercase());
@@ -1062,6 +1108,7 @@ async fn jobset_restart(
     let (verbs_before, requests_before) = server.requests.snapshot();
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
     let jc_before = thread_cpu(controller_tid);
+    let manager_before = manager_cpu();
     let deleted = Instant::now();
     pods.delete(&victim_name, &kube::api::DeleteParams::default()).await?;
     let restarted = milestone(
@@ -1076,6 +1123,7 @@ async fn jobset_restart(
     let (verbs_after, requests_after) = server.requests.snapshot();
     let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
     let jc_used = thread_cpu(controller_tid).saturating_sub(jc_before);
+    let manager_used = manager_cpu().saturating_sub(manager_before);
     let failed = tracker.lock().expect("tracker lock").at(FAILED_POD).unwrap_or(deleted);
     let restart = restarted.duration_since(failed);
     println!(
@@ -1095,6 +1143,7 @@ async fn jobset_restart(
         requests: requests_after - requests_before,
         cpu: cpu_used,
         job_controller_cpu: jc_used,
+        manager_cpu: manager_used,
         rss_mb: rss_mb(),
     };
     tracking.abort();
@@ -1102,6 +1151,9 @@ async fn jobset_restart(
         p.abort();
     }
     controller.stop()?;
+    if let Some(m) = manager {
+        m.stop().await;
+    }
     cluster.shutdown().await;
     Ok(figures)
 }
@@ -1147,10 +1199,13 @@ async fn in_place_bench(
         println!("\n{} pods: {jobs} Jobs x {ppj} pods on {nodes} simulated nodes", jobs * ppj);
         let mut in_place = vec![];
         for &mode in modes {
-            in_place.push((mode, in_place::simulated(jobs, ppj, nodes, limits, fail_after, mode).await?));
+            let c = manager::Controllers::InProcess;
+            in_place.push((mode, in_place::simulated(jobs, ppj, nodes, limits, fail_after, mode, c).await?));
         }
         let recreate = match recreate {
-            true => Some(jobset_restart("Recreate", jobs, ppj, nodes, None, limits).await?),
+            true => {
+                Some(jobset_restart("Recreate", jobs, ppj, nodes, None, limits, manager::Controllers::InProcess).await?)
+            }
             false => None,
         };
         rows.push((jobs * ppj, in_place, recreate));

@@ -33,6 +33,8 @@ pub(super) struct InPlaceFigures {
     pub by_verb: Vec<(&'static str, u64)>,
     pub rejected: u64,
     pub cpu: Duration,
+    /// CPU time of the `jobset manager` process during the restart (zero in-process).
+    pub manager_cpu: Duration,
     pub rss_mb: f64,
 }
 
@@ -398,7 +400,9 @@ async fn measure(
     total: usize,
     worker_runs: Option<tokio::sync::watch::Receiver<WorkerRuns>>,
     limit: Duration,
+    manager: Option<&super::manager::ManagerProcess>,
 ) -> anyhow::Result<InPlaceFigures> {
+    let manager_cpu = || manager.map(|m| m.cpu()).unwrap_or_default();
     let client = server.client();
     let name = js.metadata.name.clone().unwrap_or_default();
     let follow = Arc::new(Mutex::new(Follow::default()));
@@ -429,6 +433,7 @@ async fn measure(
         let _ = stop_pods.send(());
     }
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
+    let manager_before = manager_cpu();
     let failed = milestone(&follow, &mut rx, limit, FAILURE).await?;
     println!("  a worker failed; restarting in place");
     // Requests and CPU from here on are the restart's.
@@ -438,6 +443,7 @@ async fn measure(
     let (verbs_after, requests_after) = server.requests.snapshot();
     let rejected = server.requests.rejected() - rejected_failed;
     let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
+    let manager_used = manager_cpu().saturating_sub(manager_before);
     let restart = restarted.duration_since(failed);
     println!(
         "  worker failure → all {total} workers running past the barrier at attempt 1: {:.3} s",
@@ -471,6 +477,7 @@ async fn measure(
         by_verb: verbs_after.iter().zip(&verbs_failed).map(|((v, a), (_, b))| (*v, a - b)).collect(),
         rejected,
         cpu: cpu_used,
+        manager_cpu: manager_used,
         rss_mb: rss_mb(),
     })
 }
@@ -484,9 +491,18 @@ pub(super) async fn simulated(
     limits: Limits,
     fail_after: Duration,
     mode: Mode,
+    controllers: super::manager::Controllers,
 ) -> anyhow::Result<InPlaceFigures> {
     let server = super::server_with(Box::new(jobset_apiserver::persist::Memory), limits)?;
-    let cluster = LocalCluster::start(server.clone(), LocalConfig::with_nodes(nodes)).await;
+    let mut config = LocalConfig::with_nodes(nodes);
+    let external = controllers == super::manager::Controllers::Manager;
+    config.jobset_controller = !external;
+    config.appwrapper_controller = !external;
+    let cluster = LocalCluster::start(server.clone(), config).await;
+    let manager = match external {
+        true => Some(super::manager::ManagerProcess::start(&server).await?),
+        false => None,
+    };
     let worker = json!({"name": WORKER, "image": "registry.example.com/ml/trainer:2026.11",
                         "restartPolicy": "Never", "restartPolicyRules": worker_rules()});
     let (spec, worker_runs) = match mode {
@@ -502,7 +518,11 @@ pub(super) async fn simulated(
     });
     let js = jobset("bench-in-place", jobs, pods_per_job, annotations, spec)?;
     println!("InPlaceRestart: {} simulated pods, each with the agent ({})", jobs * pods_per_job, mode.label());
-    let figures = measure(&server, js, (jobs * pods_per_job) as usize, worker_runs, Duration::from_secs(300)).await;
+    let total = (jobs * pods_per_job) as usize;
+    let figures = measure(&server, js, total, worker_runs, Duration::from_secs(300), manager.as_ref()).await;
+    if let Some(m) = manager {
+        m.stop().await;
+    }
     cluster.shutdown().await;
     figures
 }
@@ -582,9 +602,15 @@ pub(super) async fn process(
     spec["volumes"] = json!(volumes);
     let js = jobset("bench-in-place-process", 1, pods, json!({}), spec)?;
     println!("InPlaceRestart: {pods} process-runtime pods on one node (jobset agent, {}, sh workers)", mode.label());
-    let figures =
-        measure(&server, js, pods as usize, worker_runs.as_ref().map(|(rx, _)| rx.clone()), Duration::from_secs(120))
-            .await;
+    let figures = measure(
+        &server,
+        js,
+        pods as usize,
+        worker_runs.as_ref().map(|(rx, _)| rx.clone()),
+        Duration::from_secs(120),
+        None,
+    )
+    .await;
     drop(worker_runs);
     embedded.shutdown().await?;
     figures
