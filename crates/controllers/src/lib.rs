@@ -4,6 +4,7 @@
 pub mod appwrapper;
 pub mod job;
 pub mod jobset;
+pub mod metrics;
 pub mod nodelifecycle;
 pub mod pod_index;
 pub mod scheduler;

@@ -124,16 +124,22 @@ impl LocalCluster {
         let job_controller = config
             .job_controller
             .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone(), pods.clone())));
-        let jobset_metrics = Arc::new(JobSetMetrics::default());
-        // The JobSet controller's series, served at the API server's `GET /metrics`.
+        // The controllers' series, served at the API server's `GET /metrics`; both count their
+        // reconciles in one set of controller-runtime series.
+        let reconcile = jobset_controllers::metrics::ReconcileMetrics::default();
+        let jobset_metrics = Arc::new(JobSetMetrics::with_reconcile(reconcile.clone()));
+        let appwrapper_metrics = Arc::new(AppWrapperMetrics::with_reconcile(reconcile.clone()));
         let registry = server.metrics_registry().unwrap_or_else(|| {
             let r = jobset_apiserver::MetricsRegistry::default();
             server.set_metrics_registry(r.clone());
             r
         });
-        jobset_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
-        let appwrapper_metrics = Arc::new(AppWrapperMetrics::default());
-        appwrapper_metrics.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
+        {
+            let mut r = registry.lock().unwrap_or_else(|e| e.into_inner());
+            jobset_metrics.register(&mut r);
+            appwrapper_metrics.register(&mut r);
+            reconcile.register(&mut r);
+        }
         let appwrapper_controller = config.appwrapper_controller.then(|| {
             tokio::spawn(jobset_controllers::appwrapper::run(
                 server.client(),

@@ -70,6 +70,10 @@ async fn metrics(State(registry): State<Arc<Mutex<Registry>>>) -> impl IntoRespo
 /// A self-signed serving certificate for `localhost` and the host's name, as controller-runtime
 /// makes for secure metrics without a cert dir (scrapers use `insecureSkipVerify`).
 pub fn self_signed_tls() -> anyhow::Result<Arc<rustls::ServerConfig>> {
+    Ok(self_signed()?.0)
+}
+
+fn self_signed() -> anyhow::Result<(Arc<rustls::ServerConfig>, rustls::pki_types::CertificateDer<'static>)> {
     let mut names = vec!["localhost".to_string()];
     if let Ok(h) = nix::unistd::gethostname() {
         names.extend(h.into_string().ok());
@@ -80,7 +84,7 @@ pub fn self_signed_tls() -> anyhow::Result<Arc<rustls::ServerConfig>> {
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_single_cert(vec![cert.cert.der().clone()], key)?;
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), cert.cert.der().clone()))
 }
 
 /// A bound listener and what it serves; `serve` runs until `handle` shuts it down.
@@ -153,6 +157,43 @@ mod tests {
             let e = parse_bind_address("health.healthProbeBindAddress", s).unwrap_err();
             assert!(e.starts_with("health.healthProbeBindAddress: invalid bind address"), "{s}: {e}");
         }
+    }
+
+    #[tokio::test]
+    async fn metrics_are_served_over_https_with_the_self_signed_certificate() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut registry = Registry::default();
+        let counter: prometheus_client::metrics::counter::Counter = Default::default();
+        registry.register("jobset_completed", "Number of completed JobSets", counter.clone());
+        counter.inc();
+        let (tls, cert) = self_signed().unwrap();
+        let router = metrics_router(Arc::new(Mutex::new(registry)));
+        let ep = Endpoint::bind("metrics.bindAddress", "127.0.0.1:0".parse().unwrap(), router, Some(tls)).unwrap();
+        let url = ep.url("/metrics");
+        assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+        let addr = ep.listener.local_addr().unwrap();
+        let handle = Handle::new();
+        let serving = tokio::spawn(ep.serve(handle.clone()));
+
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(client)).connect(name, tcp).await.unwrap();
+        tls.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut out = Vec::new();
+        tls.read_to_end(&mut out).await.unwrap_or_default();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        assert!(out.contains("application/openmetrics-text"), "{out}");
+        assert!(out.contains("jobset_completed_total 1"), "{out}");
+        handle.shutdown();
+        serving.await.unwrap().unwrap();
     }
 
     #[tokio::test]

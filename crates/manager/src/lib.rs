@@ -304,13 +304,15 @@ pub async fn run(args: ManagerArgs) -> anyhow::Result<()> {
     let (client, url) = client(&args, &cfg).await?;
     let serves_appwrappers = preflight(&client, &url).await?;
 
-    let jobset_metrics = Arc::new(JobSetMetrics::default());
-    let appwrapper_metrics = Arc::new(AppWrapperMetrics::default());
+    let reconcile = jobset_controllers::metrics::ReconcileMetrics::default();
+    let jobset_metrics = Arc::new(JobSetMetrics::with_reconcile(reconcile.clone()));
+    let appwrapper_metrics = Arc::new(AppWrapperMetrics::with_reconcile(reconcile.clone()));
     let leader_metric = LeaderMetric::default();
     let registry = {
         let mut r = Registry::default();
         jobset_metrics.register(&mut r);
         appwrapper_metrics.register(&mut r);
+        reconcile.register(&mut r);
         metrics::register(&mut r, &leader_metric);
         Arc::new(Mutex::new(r))
     };

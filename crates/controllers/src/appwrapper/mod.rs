@@ -71,13 +71,21 @@ struct PhaseLabels {
     phase: String,
 }
 
-/// Upstream's `appwrapper_phase_total{namespace,phase}`: +1 on every phase transition.
+/// Upstream's `appwrapper_phase_total{namespace,phase}`: +1 on every phase transition; reconciles
+/// go to controller-runtime's series (`controller="appwrapper"`).
 #[derive(Default)]
 pub struct Metrics {
     phases: Family<PhaseLabels, Counter>,
+    reconcile: crate::metrics::ReconcileMetrics,
 }
 
 impl Metrics {
+    /// Reconciles counted in `reconcile`, shared with the process's other controllers.
+    pub fn with_reconcile(reconcile: crate::metrics::ReconcileMetrics) -> Metrics {
+        Metrics { phases: Family::default(), reconcile }
+    }
+
+    /// Registers the AppWrapper series; the reconcile series are registered by whoever shares them.
     pub fn register(&self, registry: &mut Registry) {
         registry.register("appwrapper_phase", "Number of AppWrapper phase transitions", self.phases.clone());
     }
@@ -105,6 +113,13 @@ fn rv(aw: &AppWrapper) -> u64 {
 }
 
 pub async fn reconcile(aw: Arc<AppWrapper>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = reconcile_inner(aw, &ctx).await;
+    ctx.metrics.reconcile.observe("appwrapper", started.elapsed(), result.is_err());
+    result
+}
+
+async fn reconcile_inner(aw: Arc<AppWrapper>, ctx: &Ctx) -> Result<Action, Error> {
     if aw.spec.managed_by.as_deref().is_some_and(|m| m != CONTROLLER_NAME) {
         return Ok(Action::await_change());
     }
@@ -114,8 +129,8 @@ pub async fn reconcile(aw: Arc<AppWrapper>, ctx: Arc<Ctx>) -> Result<Action, Err
     }
     let ns = aw.namespace().unwrap_or_default();
     let ft = ctx.config.appwrapper.fault_tolerance.for_appwrapper(&aw.metadata);
-    let observed = observe(&aw, &ns, &ft, &ctx).await?;
-    let created = if sync::creates(&aw) { create_components(&aw, &ns, &ctx).await } else { vec![] };
+    let observed = observe(&aw, &ns, &ft, ctx).await?;
+    let created = if sync::creates(&aw) { create_components(&aw, &ns, ctx).await } else { vec![] };
     let plan = sync::sync(&SyncInput {
         aw: &aw,
         ft: &ft,
@@ -127,7 +142,7 @@ pub async fn reconcile(aw: Arc<AppWrapper>, ctx: Arc<Ctx>) -> Result<Action, Err
     .map_err(Error::Reconcile)?;
 
     for d in &plan.deletions {
-        delete(&aw, &ns, d, &ctx).await?;
+        delete(&aw, &ns, d, ctx).await?;
     }
     let api: Api<AppWrapper> = Api::namespaced(ctx.client.clone(), &ns);
     let mut base = (*aw).clone();

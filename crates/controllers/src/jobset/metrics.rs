@@ -1,14 +1,15 @@
 //! Prometheus metrics of the JobSet controller: upstream's `jobset_completed_total` and
-//! `jobset_failed_total`, plus restarts by failure-policy action and controller-runtime's
-//! reconcile time and error series (label `controller="jobset"`).
+//! `jobset_failed_total`, plus restarts by failure-policy action; its reconciles go to
+//! controller-runtime's series (`crate::metrics::ReconcileMetrics`, `controller="jobset"`).
 
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::metrics::ReconcileMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct JobSetLabels {
@@ -23,48 +24,34 @@ struct RestartLabels {
     action: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabels {
-    controller: String,
-}
-
 pub struct Metrics {
     completed: Family<JobSetLabels, Counter>,
     failed: Family<JobSetLabels, Counter>,
     restarts: Family<RestartLabels, Counter>,
-    reconcile_time: Family<ControllerLabels, Histogram>,
-    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile: ReconcileMetrics,
 }
 
 impl Default for Metrics {
+    /// With reconcile series of its own (a process with one controller).
     fn default() -> Self {
-        Metrics {
-            completed: Family::default(),
-            failed: Family::default(),
-            restarts: Family::default(),
-            reconcile_time: Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 16))),
-            reconcile_errors: Family::default(),
-        }
+        Metrics::with_reconcile(ReconcileMetrics::default())
     }
 }
 
 impl Metrics {
-    /// Registers every series in `registry` (names without the `_total` suffix, which the
-    /// OpenMetrics encoder adds to counters).
+    /// Reconciles counted in `reconcile`, shared with the process's other controllers and
+    /// registered once beside these.
+    pub fn with_reconcile(reconcile: ReconcileMetrics) -> Metrics {
+        Metrics { completed: Family::default(), failed: Family::default(), restarts: Family::default(), reconcile }
+    }
+
+    /// Registers the JobSet series in `registry` (names without the `_total` suffix, which the
+    /// OpenMetrics encoder adds to counters); the reconcile series are registered by whoever
+    /// shares them.
     pub fn register(&self, registry: &mut Registry) {
         registry.register("jobset_completed", "Number of completed JobSets", self.completed.clone());
         registry.register("jobset_failed", "Number of failed JobSets", self.failed.clone());
         registry.register("jobset_restarts", "Failure-policy restarts, by action", self.restarts.clone());
-        registry.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            self.reconcile_time.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            self.reconcile_errors.clone(),
-        );
     }
 
     fn labels(ns: &str, name: &str) -> JobSetLabels {
@@ -85,11 +72,7 @@ impl Metrics {
     }
 
     pub fn observe_reconcile(&self, took: Duration, error: bool) {
-        let l = ControllerLabels { controller: "jobset".into() };
-        self.reconcile_time.get_or_create(&l).observe(took.as_secs_f64());
-        if error {
-            self.reconcile_errors.get_or_create(&l).inc();
-        }
+        self.reconcile.observe("jobset", took, error);
     }
 }
 
@@ -99,9 +82,11 @@ mod tests {
 
     #[test]
     fn counters_render_with_upstream_names_and_labels() {
-        let m = Metrics::default();
+        let reconcile = ReconcileMetrics::default();
+        let m = Metrics::with_reconcile(reconcile.clone());
         let mut r = Registry::default();
         m.register(&mut r);
+        reconcile.register(&mut r);
         m.completed("ns", "a");
         m.failed("ns", "b");
         m.restart("ns", "a", "RestartJobSet");
