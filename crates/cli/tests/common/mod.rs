@@ -49,20 +49,7 @@ pub async fn start(dir: &Path, port: u16, extra_args: &[&str]) -> Server {
 /// Starts `jobset up` on `dir`: the server once it listens, or why it did not.
 pub async fn try_start(dir: &Path, port: u16, extra_args: &[&str]) -> Result<Server, String> {
     let mut child = command(dir, port, extra_args).spawn().expect("spawn jobset up");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let drained = {
-        let mut pipe = child.stderr.take().unwrap();
-        let stderr = stderr.clone();
-        tokio::spawn(async move {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = pipe.read(&mut buf).await {
-                if n == 0 {
-                    break;
-                }
-                stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        })
-    };
+    let (stderr, drained) = drain_stderr(&mut child);
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let waited = tokio::time::timeout(STARTUP_TIMEOUT, async {
         while let Some(line) = lines.next_line().await.expect("read stdout") {
@@ -94,6 +81,23 @@ pub async fn try_start(dir: &Path, port: u16, extra_args: &[&str]) -> Result<Ser
     // Keep draining stdout so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(Server { child, port: bound, kubeconfig: dir.join("kubeconfig"), stderr })
+}
+
+/// Collects what `child` writes to its piped stderr, as it comes; the task ends with the pipe.
+pub fn drain_stderr(child: &mut Child) -> (Arc<Mutex<String>>, tokio::task::JoinHandle<()>) {
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let mut pipe = child.stderr.take().expect("a piped stderr");
+    let collected = stderr.clone();
+    let task = tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = pipe.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            collected.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    (stderr, task)
 }
 
 impl Server {
@@ -147,10 +151,16 @@ pub fn jobset_command(args: &[&str]) -> Command {
 
 /// Runs `jobset ARGS...` to completion; panics if it takes longer than `timeout`.
 pub async fn jobset(args: &[&str], timeout: Duration) -> Output {
-    let child = jobset_command(args).spawn().expect("spawn jobset");
+    run_to_end(jobset_command(args), timeout).await
+}
+
+/// Runs `cmd` (piped, as `jobset_command` makes it) to completion; panics if it takes longer
+/// than `timeout`.
+pub async fn run_to_end(mut cmd: Command, timeout: Duration) -> Output {
+    let child = cmd.spawn().expect("spawn jobset");
     let out = tokio::time::timeout(timeout, child.wait_with_output())
         .await
-        .unwrap_or_else(|_| panic!("jobset {args:?} did not finish within {timeout:?}"))
+        .unwrap_or_else(|_| panic!("{cmd:?} did not finish within {timeout:?}"))
         .expect("wait for jobset");
     Output {
         code: out.status.code().unwrap_or(-1),
