@@ -25,6 +25,10 @@
 //!
 //!   It stops working once its pod (same uid) is gone, like a Kubernetes bound token.
 //!
+//! [`Authenticator`] reads all three kinds; what a token names is checked against the stored
+//! pod or ServiceAccount by `ApiServer::authenticate_token`, for requests and for TokenReviews
+//! alike. The server's own token is the user [`ADMIN_USERNAME`] in [`crate::rbac::MASTERS`].
+//!
 //! A refusal is a 403 worded as kube-apiserver's ([`forbidden`]).
 
 use base64::Engine;
@@ -52,6 +56,138 @@ pub enum User {
     Pod(PodIdentity),
     /// A service-account token's holder, authorized by RBAC before the request is served.
     ServiceAccount(ServiceAccountClaims),
+}
+
+/// The user name of the server's own token (and of in-process callers), in the groups
+/// [`crate::rbac::MASTERS`] and `system:authenticated`: cluster admin, as a kubeadm cluster's
+/// `kubernetes-admin` or a static token in `system:masters` is.
+pub const ADMIN_USERNAME: &str = "jobset:admin";
+
+/// The `user.extra` keys kube-apiserver sets for a token bound to a pod.
+pub const EXTRA_POD_NAME: &str = "authentication.kubernetes.io/pod-name";
+pub const EXTRA_POD_UID: &str = "authentication.kubernetes.io/pod-uid";
+
+/// Who a token names, as kube's `user.Info` (what a TokenReview reports).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    pub username: String,
+    pub uid: String,
+    pub groups: Vec<String>,
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl Identity {
+    /// The user and groups RBAC decides by.
+    pub fn user_info(&self) -> UserInfo {
+        UserInfo { name: self.username.clone(), groups: self.groups.clone() }
+    }
+}
+
+impl User {
+    /// The identity kube-apiserver would give this caller. `service_account_uid` is the uid of a
+    /// pod's ServiceAccount, when it exists (a pod-bound token carries none).
+    pub fn identity(&self, service_account_uid: Option<&str>) -> Identity {
+        match self {
+            User::Admin => Identity {
+                username: ADMIN_USERNAME.into(),
+                groups: vec![crate::rbac::MASTERS.into(), AUTHENTICATED.into()],
+                ..Identity::default()
+            },
+            User::ServiceAccount(sa) => {
+                let u = sa.user_info();
+                Identity { username: u.name, uid: sa.uid.clone(), groups: u.groups, ..Identity::default() }
+            }
+            User::Pod(id) => {
+                let u = crate::rbac::UserInfo { name: id.username(), groups: service_account_groups(&id.namespace) };
+                let extra = [(EXTRA_POD_NAME, &id.pod), (EXTRA_POD_UID, &id.uid)]
+                    .map(|(k, v)| (k.to_string(), vec![v.clone()]));
+                Identity {
+                    username: u.name,
+                    uid: service_account_uid.unwrap_or_default().into(),
+                    groups: u.groups,
+                    extra: extra.into_iter().collect(),
+                }
+            }
+        }
+    }
+}
+
+/// The groups of a service account of `namespace`: `system:serviceaccounts`,
+/// `system:serviceaccounts:<namespace>`, `system:authenticated`.
+fn service_account_groups(namespace: &str) -> Vec<String> {
+    vec!["system:serviceaccounts".into(), format!("system:serviceaccounts:{namespace}"), AUTHENTICATED.into()]
+}
+
+/// What a bearer token claims, once its signature (or, for the server's own token, its value)
+/// and audience are checked; whether the pod or ServiceAccount it names still exists is the
+/// caller's check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claimed {
+    Admin,
+    Pod(PodIdentity),
+    ServiceAccount(ServiceAccountClaims),
+}
+
+/// The message of kube-apiserver's bearer-token authenticator for a token no authenticator
+/// accepted and none had anything more to say about.
+pub const INVALID_BEARER_TOKEN: &str = "invalid bearer token";
+
+/// The tokens this server accepts: its own, pod-bound and service-account tokens, the latter two
+/// signed with keys derived from the first.
+pub struct Authenticator {
+    admin: String,
+    pods: PodTokens,
+    service_accounts: ServiceAccountTokens,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authenticator(<redacted>)")
+    }
+}
+
+impl Authenticator {
+    pub fn new(server_token: &str) -> Authenticator {
+        Authenticator {
+            admin: server_token.to_string(),
+            pods: PodTokens::new(server_token),
+            service_accounts: ServiceAccountTokens::new(server_token),
+        }
+    }
+
+    pub fn service_accounts(&self) -> &ServiceAccountTokens {
+        &self.service_accounts
+    }
+
+    /// What `token` claims at `now` (Unix seconds), for one of `audiences` (the API's,
+    /// [`API_AUDIENCE`], when empty), with the audiences it is good for among them; or why it
+    /// is worth nothing, worded as kube-apiserver's authenticators. The server's own and
+    /// pod-bound tokens are meant for the API only (upstream's audience-agnostic authenticators);
+    /// a service-account token for the audiences it was issued for.
+    pub fn read(&self, token: &str, now: i64, audiences: &[String]) -> Result<(Claimed, Vec<String>), String> {
+        let api = [API_AUDIENCE.to_string()];
+        let wanted = if audiences.is_empty() { &api[..] } else { audiences };
+        if let Some(checked) = self.service_accounts.check(token, now, wanted) {
+            return checked.map(|(claims, good)| (Claimed::ServiceAccount(claims), good));
+        }
+        let claimed = if crate::tls::token_is(&self.admin, token) {
+            Claimed::Admin
+        } else if let Some(id) = self.pods.verify(token) {
+            Claimed::Pod(id)
+        } else {
+            return Err(INVALID_BEARER_TOKEN.into());
+        };
+        // Audience-agnostic: good for the API's audience only, and nothing said otherwise.
+        if !wanted.iter().any(|a| a == API_AUDIENCE) {
+            return Err(INVALID_BEARER_TOKEN.into());
+        }
+        Ok((claimed, api.to_vec()))
+    }
+}
+
+/// Go's `%q` of a `[]string`: `["a" "b"]`.
+fn go_quoted(v: &[String]) -> String {
+    format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" "))
 }
 
 /// Signs and checks `<prefix><claims>.<tag>` tokens with a key derived from the server's token
@@ -182,14 +318,7 @@ impl ServiceAccountClaims {
 
     /// The user and groups kube-apiserver gives a service account.
     pub fn user_info(&self) -> UserInfo {
-        UserInfo {
-            name: self.username(),
-            groups: vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{}", self.namespace),
-                AUTHENTICATED.into(),
-            ],
-        }
+        UserInfo { name: self.username(), groups: service_account_groups(&self.namespace) }
     }
 }
 
@@ -217,8 +346,31 @@ impl ServiceAccountTokens {
     /// The claims of a token this server issued, unexpired at `now` (Unix seconds) and meant for
     /// this server. Whether the ServiceAccount still exists is the caller's check.
     pub fn verify(&self, token: &str, now: i64) -> Option<ServiceAccountClaims> {
+        self.check(token, now, &[API_AUDIENCE.into()])?.ok().map(|(claims, _)| claims)
+    }
+
+    /// None if this server did not sign `token`; else its claims, if it is meant for one of
+    /// `audiences` (with those it is good for) and unexpired at `now`, or why not, worded as
+    /// kube-apiserver's service-account authenticator (audience first, then expiry).
+    pub fn check(
+        &self,
+        token: &str,
+        now: i64,
+        audiences: &[String],
+    ) -> Option<Result<(ServiceAccountClaims, Vec<String>), String>> {
         let claims: ServiceAccountClaims = self.signer.verify(token)?;
-        (now < claims.exp && claims.aud.iter().any(|a| a == API_AUDIENCE)).then_some(claims)
+        let good: Vec<String> = claims.aud.iter().filter(|a| audiences.contains(a)).cloned().collect();
+        Some(if good.is_empty() {
+            Err(format!(
+                "token audiences {} is invalid for the target audiences {}",
+                go_quoted(&claims.aud),
+                go_quoted(audiences)
+            ))
+        } else if now >= claims.exp {
+            Err("service account token has expired".into())
+        } else {
+            Ok((claims, good))
+        })
     }
 }
 
@@ -447,9 +599,9 @@ pub fn token_request_from_protobuf(body: &[u8]) -> Result<Value, String> {
     )
 }
 
-/// Protobuf's wire format, as far as a `TokenRequest` needs it.
-mod proto {
-    pub(super) enum Field<'a> {
+/// Protobuf's wire format, as far as a `TokenRequest` and the review kinds need it.
+pub(crate) mod proto {
+    pub(crate) enum Field<'a> {
         Varint(u64),
         Bytes(&'a [u8]),
         Fixed,
@@ -478,7 +630,7 @@ mod proto {
     }
 
     /// The (field number, value) pairs of one message, in order.
-    pub(super) fn fields(mut b: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
+    pub(crate) fn fields(mut b: &[u8]) -> Result<Vec<(u64, Field<'_>)>, String> {
         let mut out = vec![];
         while !b.is_empty() {
             let key = varint(&mut b)?;
@@ -497,7 +649,7 @@ mod proto {
         Ok(out)
     }
 
-    pub(super) fn string(f: Field<'_>) -> Result<String, String> {
+    pub(crate) fn string(f: Field<'_>) -> Result<String, String> {
         match f {
             Field::Bytes(b) => String::from_utf8(b.to_vec()).map_err(|_| "a string field is not UTF-8".to_string()),
             _ => Err("a string field has another wire type".into()),
@@ -771,6 +923,98 @@ mod tests {
         let mut elsewhere = claims(1000);
         elsewhere.aud = vec!["vault".into()];
         assert_eq!(tokens.verify(&tokens.issue(&elsewhere), 0), None, "another audience");
+    }
+
+    /// (case, token, now, audiences asked) → what it claims and the audiences it is good for, or
+    /// kube-apiserver's error.
+    #[test]
+    fn a_token_reads_as_its_kind_for_the_audiences_asked() {
+        let a = Authenticator::new("server-secret");
+        let sa = a.service_accounts().issue(&claims(1000));
+        let mut vault_claims = claims(1000);
+        vault_claims.aud = vec!["vault".into(), API_AUDIENCE.into()];
+        let vault = a.service_accounts().issue(&vault_claims);
+        let pod = PodTokens::new("server-secret").issue(&id());
+        let foreign = ServiceAccountTokens::new("other").issue(&claims(1000));
+        let api = || vec![API_AUDIENCE.to_string()];
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        type Case<'a> = (&'a str, &'a str, i64, Vec<String>, Result<(Claimed, Vec<String>), String>);
+        let cases: Vec<Case> = vec![
+            ("the server's token", "server-secret", 0, vec![], Ok((Claimed::Admin, api()))),
+            ("the server's token for the API", "server-secret", 0, api(), Ok((Claimed::Admin, api()))),
+            ("the server's token elsewhere", "server-secret", 0, strings(&["vault"]), Err(INVALID_BEARER_TOKEN.into())),
+            ("a pod's token", &pod, 0, vec![], Ok((Claimed::Pod(id()), api()))),
+            ("a pod's token elsewhere", &pod, 0, strings(&["vault"]), Err(INVALID_BEARER_TOKEN.into())),
+            ("a service account's token", &sa, 999, vec![], Ok((Claimed::ServiceAccount(claims(1000)), api()))),
+            (
+                "an expired service account token",
+                &sa,
+                1000,
+                vec![],
+                Err("service account token has expired".into()),
+            ),
+            (
+                "a service account token for another audience",
+                &sa,
+                0,
+                strings(&["vault", "x"]),
+                Err(
+                    "token audiences [\"https://kubernetes.default.svc.cluster.local\"] is invalid for the target audiences [\"vault\" \"x\"]"
+                        .into(),
+                ),
+            ),
+            (
+                "the audiences asked that the token has",
+                &vault,
+                0,
+                strings(&["x", "vault"]),
+                Ok((Claimed::ServiceAccount(vault_claims.clone()), strings(&["vault"]))),
+            ),
+            ("garbage", "garbage", 0, vec![], Err(INVALID_BEARER_TOKEN.into())),
+            ("empty", "", 0, vec![], Err(INVALID_BEARER_TOKEN.into())),
+            ("another server's token", &foreign, 0, vec![], Err(INVALID_BEARER_TOKEN.into())),
+        ];
+        for (case, token, now, audiences, want) in cases {
+            assert_eq!(a.read(token, now, &audiences), want, "{case}");
+        }
+        // An empty server token is nobody's.
+        assert_eq!(Authenticator::new("").read("", 0, &[]), Err(INVALID_BEARER_TOKEN.into()));
+    }
+
+    #[test]
+    fn each_caller_has_kube_apiservers_identity() {
+        let admin = User::Admin.identity(None);
+        assert_eq!(
+            (admin.username.as_str(), admin.uid.as_str(), admin.groups.as_slice(), admin.extra.is_empty()),
+            ("jobset:admin", "", &["system:masters".to_string(), "system:authenticated".to_string()][..], true)
+        );
+        let sa = User::ServiceAccount(claims(0)).identity(None);
+        assert_eq!(
+            sa,
+            Identity {
+                username: "system:serviceaccount:ns:sa".into(),
+                uid: "u1".into(),
+                groups: vec!["system:serviceaccounts".into(), "system:serviceaccounts:ns".into(), AUTHENTICATED.into()],
+                extra: Default::default(),
+            }
+        );
+        let pod = User::Pod(id()).identity(Some("sa-uid"));
+        assert_eq!(
+            pod,
+            Identity {
+                username: "system:serviceaccount:ns:agent-sa".into(),
+                uid: "sa-uid".into(),
+                groups: vec!["system:serviceaccounts".into(), "system:serviceaccounts:ns".into(), AUTHENTICATED.into()],
+                extra: [
+                    ("authentication.kubernetes.io/pod-name".to_string(), vec!["w-0".to_string()]),
+                    ("authentication.kubernetes.io/pod-uid".to_string(), vec!["u1".to_string()]),
+                ]
+                .into_iter()
+                .collect(),
+            }
+        );
+        assert_eq!(User::Pod(id()).identity(None).uid, "", "no ServiceAccount, no uid");
+        assert_eq!(pod.user_info(), UserInfo { name: pod.username.clone(), groups: pod.groups.clone() });
     }
 
     #[test]

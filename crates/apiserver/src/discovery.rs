@@ -73,8 +73,10 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     }
     let mut resources = vec![];
     for d in &defs {
+        // A review API is create-only.
+        let verbs: &[&str] = if d.review.is_some() { &["create"] } else { &VERBS };
         let mut r = json!({
-            "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind, "verbs": VERBS,
+            "name": d.plural, "singularName": d.singular, "namespaced": d.namespaced, "kind": d.kind, "verbs": verbs,
         });
         if !d.short_names.is_empty() {
             r["shortNames"] = json!(d.short_names);

@@ -19,7 +19,7 @@ use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::object::Obj;
 use crate::ops::{self, Ctx, DeleteOptions, PatchType, Target};
-use crate::resources::{Registry, ResourceDef, Subresource};
+use crate::resources::{Registry, ResourceDef, Review, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Store, StoreConfig, Txn};
 use crate::table;
@@ -113,9 +113,10 @@ pub struct ApiServer {
     /// What `GET /metrics` serves (404 while unset): a Prometheus registry shared with the
     /// components that register into it.
     pub(crate) metrics: std::sync::RwLock<Option<MetricsRegistry>>,
-    /// Signs and checks service-account tokens; set from the server token by
-    /// [`ApiServer::set_service_account_signing_key`] (the HTTPS listener does).
-    pub(crate) service_account_tokens: std::sync::RwLock<Option<Arc<crate::auth::ServiceAccountTokens>>>,
+    /// Checks the server token, pod-bound and service-account tokens, and signs the latter; set
+    /// from the server token by [`ApiServer::set_service_account_signing_key`] (the HTTPS listener
+    /// does).
+    pub(crate) authenticator: std::sync::RwLock<Option<Arc<crate::auth::Authenticator>>>,
     /// The parsed RBAC policy service-account requests are authorized against.
     pub(crate) rbac: crate::rbac::Authorizer,
 }
@@ -633,6 +634,10 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         _ => None,
     };
 
+    if let Some(kind) = def.review {
+        return review(&server, kind, &def, name.is_some(), &content_type, req).await;
+    }
+
     // Writes and reads go to the stored resource; responses are rendered as `def`.
     let view = def.view;
     let sdef = match view {
@@ -811,6 +816,42 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
+}
+
+/// A review API (`crate::review`): `POST` to the collection, answered 201 with the posted
+/// review and its `status`; nothing is stored. The requester is the admin unless a
+/// service-account token (already authorized by RBAC to create the review) says otherwise; pod
+/// tokens never get here.
+async fn review(
+    server: &Arc<ApiServer>,
+    kind: Review,
+    def: &ResourceDef,
+    named: bool,
+    content_type: &str,
+    req: Request,
+) -> Result<Response> {
+    if named {
+        return Err(ApiError::not_found_path());
+    }
+    if req.method() != Method::POST {
+        return Err(ApiError::method_not_allowed(req.method().as_str()));
+    }
+    let requester = req.extensions().get::<User>().cloned().unwrap_or(User::Admin);
+    let body = read_body(server, req.into_body()).await?;
+    // client-go's typed clients (`kubectl auth can-i`) post protobuf.
+    let mut v = if content_type.starts_with(crate::auth::PROTOBUF_CONTENT_TYPE) {
+        crate::review::from_protobuf(kind, &body).map_err(|e| {
+            ApiError::bad_request(format!("the object provided is unrecognized (must be of type {}): {e}", def.kind))
+        })?
+    } else {
+        parse_json(&body, def)?
+    };
+    ops::check_type(def, server.registry(), &mut v)?;
+    let out = match kind {
+        Review::Token => server.review_token(&v)?,
+        Review::SubjectAccess | Review::SelfSubjectAccess => server.review_access(kind, &v, &requester)?,
+    };
+    Ok(value_response(StatusCode::CREATED, &out))
 }
 
 /// Runs a store write. A durable write waits for fsync, so on a multi-threaded runtime it tells

@@ -19,6 +19,7 @@ pub mod persist;
 pub mod pods;
 pub mod rbac;
 pub mod resources;
+pub mod review;
 pub mod selector;
 pub mod serve;
 pub mod store;
@@ -60,7 +61,7 @@ impl ApiServer {
             requests: Default::default(),
             inflight,
             metrics: Default::default(),
-            service_account_tokens: Default::default(),
+            authenticator: Default::default(),
             rbac: Default::default(),
         });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
@@ -116,17 +117,17 @@ impl ApiServer {
         self.store.get(&def, &id.namespace, &id.pod).is_some_and(|p| p.uid == id.uid)
     }
 
-    /// Signs service-account tokens with a key derived from `server_token`, the HTTPS listener's
-    /// bearer token ([`serve::authenticated_router`] calls this), so tokens outlive a restart with
-    /// the same credentials. Until it is called, TokenRequests fail and no service-account token
-    /// is accepted.
+    /// Accepts `server_token`, the HTTPS listener's bearer token, as the admin's, and signs
+    /// service-account tokens (and checks pod-bound ones) with keys derived from it
+    /// ([`serve::authenticated_router`] calls this), so tokens outlive a restart with the same
+    /// credentials. Until it is called, TokenRequests fail and TokenReviews authenticate nobody.
     pub fn set_service_account_signing_key(&self, server_token: &str) {
-        let tokens = Arc::new(auth::ServiceAccountTokens::new(server_token));
-        *self.service_account_tokens.write().unwrap_or_else(|e| e.into_inner()) = Some(tokens);
+        let authenticator = Arc::new(auth::Authenticator::new(server_token));
+        *self.authenticator.write().unwrap_or_else(|e| e.into_inner()) = Some(authenticator);
     }
 
-    fn service_account_tokens(&self) -> Option<Arc<auth::ServiceAccountTokens>> {
-        self.service_account_tokens.read().unwrap_or_else(|e| e.into_inner()).clone()
+    fn authenticator(&self) -> Option<Arc<auth::Authenticator>> {
+        self.authenticator.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn now_seconds(&self) -> i64 {
@@ -147,12 +148,12 @@ impl ApiServer {
         let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
         let sa = self.store.get(&def, namespace, name).ok_or_else(|| ApiError::not_found(&def, name))?;
         req.check(name, &sa.uid)?;
-        let tokens = self.service_account_tokens().ok_or_else(|| {
+        let authenticator = self.authenticator().ok_or_else(|| {
             ApiError::internal("service account tokens are not configured: the server has no signing key")
         })?;
         let now = self.now_seconds();
         let claims = req.claims(namespace, name, &sa.uid, now);
-        Ok(req.response(&claims, now, &tokens.issue(&claims)))
+        Ok(req.response(&claims, now, &authenticator.service_accounts().issue(&claims)))
     }
 
     /// A token for ServiceAccount `namespace`/`name`, valid for `expiration_seconds` (an hour when
@@ -169,12 +170,93 @@ impl ApiServer {
         Ok(answer.pointer("/status/token").and_then(|t| t.as_str()).unwrap_or_default().to_string())
     }
 
+    /// Who bearer `token` names, as kube-apiserver's authenticators decide, for one of
+    /// `audiences` (the API's when empty), with the audiences it is good for among them; or why it
+    /// names nobody, worded as upstream. The server's own token is the admin; a pod-bound token
+    /// holds while its pod (same uid) exists; a service-account token while it is unexpired and
+    /// its ServiceAccount (same uid) exists. Requests and TokenReviews both ask this.
+    pub fn authenticate_token(&self, token: &str, audiences: &[String]) -> Result<(auth::User, Vec<String>), String> {
+        let authenticator = self.authenticator().ok_or_else(|| auth::INVALID_BEARER_TOKEN.to_string())?;
+        let (claimed, audiences) = authenticator.read(token, self.now_seconds(), audiences)?;
+        let user = match claimed {
+            auth::Claimed::Admin => auth::User::Admin,
+            auth::Claimed::Pod(id) => {
+                let def = self.registry().get("", "v1", "pods").expect("built in");
+                match self.store.get(&def, &id.namespace, &id.pod) {
+                    None => return Err("service account token has been invalidated".into()),
+                    Some(pod) if pod.uid != id.uid => {
+                        return Err(format!(
+                            "pod UID ({}) does not match service account pod ref claim ({})",
+                            pod.uid, id.uid
+                        ));
+                    }
+                    Some(_) => auth::User::Pod(id),
+                }
+            }
+            auth::Claimed::ServiceAccount(claims) => {
+                let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
+                match self.store.get(&def, &claims.namespace, &claims.name) {
+                    None => return Err(ApiError::not_found(&def, &claims.name).message),
+                    Some(sa) if sa.uid != claims.uid => {
+                        return Err(format!("service account UID ({}) does not match claim ({})", sa.uid, claims.uid));
+                    }
+                    Some(_) => auth::User::ServiceAccount(claims),
+                }
+            }
+        };
+        Ok((user, audiences))
+    }
+
     /// The claims of a service-account token this server issued, if it has not expired and its
     /// ServiceAccount (same uid) still exists.
     pub fn authenticate_service_account(&self, token: &str) -> Option<auth::ServiceAccountClaims> {
-        let claims = self.service_account_tokens()?.verify(token, self.now_seconds())?;
-        let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
-        self.store.get(&def, &claims.namespace, &claims.name).is_some_and(|sa| sa.uid == claims.uid).then_some(claims)
+        match self.authenticate_token(token, &[]) {
+            Ok((auth::User::ServiceAccount(claims), _)) => Some(claims),
+            _ => None,
+        }
+    }
+
+    /// The identity kube-apiserver gives an authenticated caller (a pod-bound token's uid is its
+    /// ServiceAccount's, when that exists).
+    pub fn identity(&self, user: &auth::User) -> auth::Identity {
+        let sa_uid = match user {
+            auth::User::Pod(id) => {
+                let def = self.registry().get("", "v1", "serviceaccounts").expect("built in");
+                self.store.get(&def, &id.namespace, &id.service_account).map(|sa| sa.uid.clone())
+            }
+            _ => None,
+        };
+        user.identity(sa_uid.as_deref())
+    }
+
+    /// `POST /apis/authentication.k8s.io/v1/tokenreviews`: the posted `TokenReview` (JSON) with
+    /// `status`: who `spec.token` names, or why nobody (still an answer, as kube-apiserver's).
+    pub fn review_token(&self, body: &serde_json::Value) -> Result<serde_json::Value, ApiError> {
+        let review = review::TokenReview::parse(body)?;
+        let outcome = self
+            .authenticate_token(&review.token, &review.audiences)
+            .map(|(user, audiences)| (self.identity(&user), audiences));
+        Ok(review.answer(&outcome))
+    }
+
+    /// `POST /apis/authorization.k8s.io/v1/{subjectaccessreviews,selfsubjectaccessreviews}`: the
+    /// posted review (JSON) with `status`: whether its user (a SelfSubjectAccessReview's:
+    /// `requester`) may make its request, as RBAC decides.
+    pub fn review_access(
+        &self,
+        kind: resources::Review,
+        body: &serde_json::Value,
+        requester: &auth::User,
+    ) -> Result<serde_json::Value, ApiError> {
+        let review = review::AccessReview::parse(kind, body)?;
+        let user = review.subject(&self.identity(requester).user_info());
+        Ok(review.answer(&self.review(&user, &review.request())))
+    }
+
+    /// What RBAC says about `user` making request `r`, with upstream's reason (what a
+    /// SubjectAccessReview answers).
+    pub fn review(&self, user: &rbac::UserInfo, r: &rbac::RequestInfo) -> rbac::Verdict {
+        self.rbac.policy(&self.store).review(user, r)
     }
 
     /// What RBAC says about `user` making request `r`, against the current Roles and bindings

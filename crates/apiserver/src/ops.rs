@@ -112,7 +112,7 @@ fn random_suffix() -> String {
 }
 
 /// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent.
-fn check_type(def: &ResourceDef, registry: &crate::resources::Registry, body: &mut Value) -> Result<()> {
+pub(crate) fn check_type(def: &ResourceDef, registry: &crate::resources::Registry, body: &mut Value) -> Result<()> {
     let Some(obj) = body.as_object_mut() else {
         return Err(ApiError::bad_request(format!(
             "the object provided is unrecognized (must be of type {}): expected a JSON object",

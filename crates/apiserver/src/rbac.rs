@@ -14,8 +14,11 @@
 //!
 //! Every authenticated user may `get` the discovery and version paths (`/api`, `/apis/...`,
 //! `/version`, `/openapi/...`, `/healthz`, ...), as the default `system:discovery` and
-//! `system:public-info-viewer` ClusterRoleBindings allow on a real cluster. A ClusterRole's
-//! `aggregationRule` is not evaluated: a ClusterRole grants its own `rules`.
+//! `system:public-info-viewer` ClusterRoleBindings allow on a real cluster, and `create`
+//! SelfSubjectAccessReviews (the default `system:basic-user` binding). Members of
+//! `system:masters` may do anything, as kube-apiserver's privileged-group authorizer (asked
+//! before RBAC) allows. A ClusterRole's `aggregationRule` is not evaluated: a ClusterRole grants
+//! its own `rules`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -31,6 +34,9 @@ use crate::store::Store;
 pub const GROUP: &str = "rbac.authorization.k8s.io";
 /// The group every authenticated user is in.
 pub const AUTHENTICATED: &str = "system:authenticated";
+/// The group whose members may do anything (kube-apiserver's `system:masters`, allowed by its
+/// privileged-group authorizer before RBAC is asked).
+pub const MASTERS: &str = "system:masters";
 
 /// Who a request comes from, as the authorizer sees it (kube's `user.Info`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -258,16 +264,93 @@ pub fn is_discovery(r: &RequestInfo) -> bool {
     !r.is_resource_request && r.verb == "get" && DISCOVERY_URLS.iter().any(|u| non_resource_url_matches(u, &r.path))
 }
 
+/// The default ClusterRoles every cluster binds to `system:authenticated` (each by a
+/// ClusterRoleBinding of the same name), with the rules that matter here: `system:discovery`
+/// (the discovery and version paths) and `system:basic-user` (a user may ask what it may do:
+/// `create` on `selfsubjectaccessreviews` and `selfsubjectrulesreviews`, and on
+/// `selfsubjectreviews`).
+fn default_grants() -> &'static [(&'static str, PolicyRule)] {
+    static GRANTS: std::sync::LazyLock<Vec<(&'static str, PolicyRule)>> = std::sync::LazyLock::new(|| {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        let create = |group: &str, resources: &[&str]| PolicyRule {
+            verbs: strings(&["create"]),
+            api_groups: strings(&[group]),
+            resources: strings(resources),
+            ..PolicyRule::default()
+        };
+        vec![
+            (
+                "system:discovery",
+                PolicyRule {
+                    verbs: strings(&["get"]),
+                    non_resource_urls: strings(DISCOVERY_URLS),
+                    ..PolicyRule::default()
+                },
+            ),
+            (
+                "system:basic-user",
+                create("authorization.k8s.io", &["selfsubjectaccessreviews", "selfsubjectrulesreviews"]),
+            ),
+            ("system:basic-user", create("authentication.k8s.io", &["selfsubjectreviews"])),
+        ]
+    });
+    &GRANTS
+}
+
 // ---------------------------------------------------------------------------------------------
 // Policy
 // ---------------------------------------------------------------------------------------------
 
 #[derive(Debug)]
 struct Binding {
+    name: String,
     /// The binding's namespace ("" for a ClusterRoleBinding): where a `Role` reference is looked up.
     namespace: String,
     role_kind: String,
     role_name: String,
+    /// (kind, name, namespace as written) of each subject, in order: which one applies to a user
+    /// is said in an allowed request's reason.
+    subjects: Vec<(String, String, String)>,
+}
+
+impl Binding {
+    /// `appliesToUser` of one subject.
+    fn subject_applies(&self, user: &UserInfo, (kind, name, namespace): &(String, String, String)) -> bool {
+        match kind.as_str() {
+            "User" => user.name == *name,
+            "Group" => user.groups.contains(name),
+            "ServiceAccount" => {
+                let ns = if namespace.is_empty() { &self.namespace } else { namespace };
+                !ns.is_empty() && user.name == service_account_username(ns, name)
+            }
+            _ => false,
+        }
+    }
+
+    /// What upstream's rule resolver says a rule of this binding came from
+    /// (`clusterRoleBindingDescriber` / `roleBindingDescriber`): `ClusterRoleBinding "b" of
+    /// ClusterRole "r" to ServiceAccount "sa/ns"`, or `RoleBinding "b/ns" of Role "r" to User "u"`,
+    /// naming the first subject that applies to `user`.
+    fn describe(&self, user: &UserInfo) -> String {
+        let subject = match self.subjects.iter().find(|s| self.subject_applies(user, s)) {
+            Some((kind, name, ns)) if kind == "ServiceAccount" => {
+                let ns = if ns.is_empty() { &self.namespace } else { ns };
+                format!("{kind} {:?}", format!("{name}/{ns}"))
+            }
+            Some((kind, name, _)) => format!("{kind} {name:?}"),
+            None => String::new(),
+        };
+        if self.namespace.is_empty() {
+            format!("ClusterRoleBinding {:?} of {} {:?} to {subject}", self.name, self.role_kind, self.role_name)
+        } else {
+            format!(
+                "RoleBinding {:?} of {} {:?} to {subject}",
+                format!("{}/{}", self.name, self.namespace),
+                self.role_kind,
+                self.role_name
+            )
+        }
+    }
 }
 
 /// Bindings of one scope (the cluster, or one namespace), indexed by the users and groups their
@@ -284,8 +367,10 @@ impl Bindings {
     fn add(&mut self, binding: &Value) {
         let namespace = text(binding, "/metadata/namespace").to_string();
         let index = self.list.len();
+        let mut subjects = vec![];
         for s in binding.get("subjects").and_then(Value::as_array).into_iter().flatten() {
             let name = text(s, "/name");
+            subjects.push((text(s, "/kind").to_string(), name.to_string(), text(s, "/namespace").to_string()));
             let (map, key) = match text(s, "/kind") {
                 "User" => (&mut self.by_user, name.to_string()),
                 "Group" => (&mut self.by_group, name.to_string()),
@@ -307,9 +392,11 @@ impl Bindings {
             }
         }
         self.list.push(Binding {
+            name: text(binding, "/metadata/name").to_string(),
             namespace,
             role_kind: text(binding, "/roleRef/kind").to_string(),
             role_name: text(binding, "/roleRef/name").to_string(),
+            subjects,
         });
     }
 
@@ -340,6 +427,27 @@ pub enum Decision {
     Deny {
         reason: String,
     },
+}
+
+/// What allowed a request ([`Policy::review`] words it as upstream's reason).
+enum Grant<'a> {
+    /// Membership of `system:masters`.
+    Masters,
+    /// A default ClusterRole bound to `system:authenticated` ([`default_grants`]).
+    Default(&'static str),
+    /// A rule of the role this ClusterRoleBinding or RoleBinding binds.
+    Binding(&'a Binding),
+}
+
+/// A SubjectAccessReview's answer: whether the request is allowed and why (upstream's
+/// authorizer reason: `RBAC: allowed by ClusterRoleBinding "b" of ClusterRole "r" to ...` when
+/// allowed by RBAC, empty for `system:masters`; when not allowed, what resolving the user's
+/// bindings went wrong with, as [`Decision::Deny`]). RBAC never denies outright: a request it
+/// does not allow has no opinion, so a review's `denied` is always false.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    pub reason: String,
 }
 
 /// Every Role, ClusterRole, RoleBinding and ClusterRoleBinding, parsed.
@@ -410,11 +518,7 @@ impl Policy {
     pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
         let mut rules = vec![];
         if user.groups.iter().any(|g| g == AUTHENTICATED) {
-            rules.push(PolicyRule {
-                verbs: vec!["get".into()],
-                non_resource_urls: DISCOVERY_URLS.iter().map(|u| u.to_string()).collect(),
-                ..PolicyRule::default()
-            });
+            rules.extend(default_grants().iter().map(|(_, rule)| rule.clone()));
         }
         let mut errors = vec![];
         let namespaced = (!namespace.is_empty()).then(|| self.role_bindings.get(namespace)).flatten();
@@ -432,12 +536,44 @@ impl Policy {
         (rules, errors)
     }
 
-    /// Whether `user` may make request `r`: allowed by the discovery defaults, by a rule of a
-    /// ClusterRole a ClusterRoleBinding binds to the user, or (for a request in a namespace) by a
-    /// rule of a Role or ClusterRole a RoleBinding of that namespace binds to the user.
+    /// Whether `user` may make request `r`: allowed as a member of `system:masters`, by the
+    /// default grants to every authenticated user, by a rule of a ClusterRole a
+    /// ClusterRoleBinding binds to the user, or (for a request in a namespace) by a rule of a Role
+    /// or ClusterRole a RoleBinding of that namespace binds to the user.
     pub fn authorize(&self, user: &UserInfo, r: &RequestInfo) -> Decision {
-        if user.groups.iter().any(|g| g == AUTHENTICATED) && is_discovery(r) {
-            return Decision::Allow;
+        match self.grant(user, r) {
+            Ok(_) => Decision::Allow,
+            Err(reason) => Decision::Deny { reason },
+        }
+    }
+
+    /// [`Policy::authorize`] with upstream's reason for an allowed request too: what a
+    /// SubjectAccessReview answers.
+    pub fn review(&self, user: &UserInfo, r: &RequestInfo) -> Verdict {
+        match self.grant(user, r) {
+            Ok(Grant::Masters) => Verdict { allowed: true, reason: String::new() },
+            Ok(Grant::Default(role)) => Verdict {
+                allowed: true,
+                reason: format!(
+                    "RBAC: allowed by ClusterRoleBinding {role:?} of ClusterRole {role:?} to Group {AUTHENTICATED:?}"
+                ),
+            },
+            Ok(Grant::Binding(b)) => {
+                Verdict { allowed: true, reason: format!("RBAC: allowed by {}", b.describe(user)) }
+            }
+            Err(reason) => Verdict { allowed: false, reason },
+        }
+    }
+
+    /// What allows the request, or why nothing could (upstream's `RBAC: <errors>` reason, or "").
+    fn grant(&self, user: &UserInfo, r: &RequestInfo) -> Result<Grant<'_>, String> {
+        if user.groups.iter().any(|g| g == MASTERS) {
+            return Ok(Grant::Masters);
+        }
+        if user.groups.iter().any(|g| g == AUTHENTICATED)
+            && let Some((role, _)) = default_grants().iter().find(|(_, rule)| rule.allows(r))
+        {
+            return Ok(Grant::Default(role));
         }
         let mut errors: Vec<String> = vec![];
         let namespaced = (!r.namespace.is_empty()).then(|| self.role_bindings.get(&r.namespace)).flatten();
@@ -448,13 +584,12 @@ impl Policy {
             .chain(namespaced.into_iter().flat_map(|b| b.applying(user)));
         for b in bindings {
             match self.rules(b) {
-                Ok(rules) if rules.iter().any(|rule| rule.allows(r)) => return Decision::Allow,
+                Ok(rules) if rules.iter().any(|rule| rule.allows(r)) => return Ok(Grant::Binding(b)),
                 Ok(_) => {}
                 Err(e) => errors.push(e),
             }
         }
-        let reason = if errors.is_empty() { String::new() } else { format!("RBAC: {}", aggregate(&errors)) };
-        Decision::Deny { reason }
+        Err(if errors.is_empty() { String::new() } else { format!("RBAC: {}", aggregate(&errors)) })
     }
 }
 
@@ -1307,6 +1442,97 @@ mod tests {
         let crb = binding("", "b", "ClusterRole", "metrics", json!([sa("ns", "a")]));
         let p = Policy::from_objects([], [&cr], [], [&crb]);
         assert_eq!(p.authorize(&sa_user("ns", "a"), &metrics), Decision::Allow);
+    }
+
+    #[test]
+    fn a_review_names_what_allowed_the_request_as_upstream() {
+        let cr = role("ClusterRole", "", "reader", read_pods());
+        let get = req(Method::GET, "/api/v1/namespaces/ns/pods/p", None);
+        let u = sa_user("ns", "a");
+        let group = |g: &str| json!({"kind": "Group", "name": g});
+        let cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "a ClusterRoleBinding to the service account",
+                binding("", "b", "ClusterRole", "reader", json!([sa("ns", "a")])),
+                "RBAC: allowed by ClusterRoleBinding \"b\" of ClusterRole \"reader\" to ServiceAccount \"a/ns\"",
+            ),
+            (
+                "a RoleBinding's subject in the binding's namespace",
+                binding("ns", "b", "ClusterRole", "reader", json!([{"kind": "ServiceAccount", "name": "a"}])),
+                "RBAC: allowed by RoleBinding \"b/ns\" of ClusterRole \"reader\" to ServiceAccount \"a/ns\"",
+            ),
+            (
+                "the first subject that applies",
+                binding(
+                    "ns",
+                    "b",
+                    "ClusterRole",
+                    "reader",
+                    json!([sa("ns", "z"), group("system:serviceaccounts:ns"), sa("ns", "a")]),
+                ),
+                "RBAC: allowed by RoleBinding \"b/ns\" of ClusterRole \"reader\" to Group \"system:serviceaccounts:ns\"",
+            ),
+            (
+                "a user",
+                binding(
+                    "",
+                    "b",
+                    "ClusterRole",
+                    "reader",
+                    json!([{"kind": "User", "name": "system:serviceaccount:ns:a"}]),
+                ),
+                "RBAC: allowed by ClusterRoleBinding \"b\" of ClusterRole \"reader\" to User \"system:serviceaccount:ns:a\"",
+            ),
+        ];
+        for (case, b, reason) in cases {
+            let (rbs, crbs) =
+                if text(&b, "/metadata/namespace").is_empty() { (vec![], vec![&b]) } else { (vec![&b], vec![]) };
+            let p = Policy::from_objects([], [&cr], rbs, crbs);
+            assert_eq!(p.review(&u, &get), Verdict { allowed: true, reason: reason.into() }, "{case}");
+            assert_eq!(p.authorize(&u, &get), Decision::Allow, "{case}");
+        }
+        let none = Policy::default();
+        assert_eq!(none.review(&u, &get), Verdict { allowed: false, reason: String::new() });
+        let gone = binding("", "b", "ClusterRole", "gone", json!([sa("ns", "a")]));
+        assert_eq!(
+            Policy::from_objects([], [], [], [&gone]).review(&u, &get),
+            Verdict { allowed: false, reason: "RBAC: clusterrole.rbac.authorization.k8s.io \"gone\" not found".into() }
+        );
+    }
+
+    #[test]
+    fn every_user_may_read_discovery_and_ask_what_it_may_do_and_masters_may_do_anything() {
+        let p = Policy::default();
+        let u = sa_user("ns", "a");
+        let post = |path: &str| req(Method::POST, path, None);
+        let default_grant = |role: &str| Verdict {
+            allowed: true,
+            reason: format!(
+                "RBAC: allowed by ClusterRoleBinding {role:?} of ClusterRole {role:?} to Group \"system:authenticated\""
+            ),
+        };
+        assert_eq!(p.review(&u, &req(Method::GET, "/apis", None)), default_grant("system:discovery"));
+        let self_review = post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
+        assert_eq!(p.review(&u, &self_review), default_grant("system:basic-user"));
+        // Others' reviews need a grant of their own.
+        for path in
+            ["/apis/authorization.k8s.io/v1/subjectaccessreviews", "/apis/authentication.k8s.io/v1/tokenreviews"]
+        {
+            assert!(!p.review(&u, &post(path)).allowed, "{path}");
+        }
+        // Only for authenticated users.
+        let bare = UserInfo { name: "x".into(), groups: vec![] };
+        assert!(!p.review(&bare, &self_review).allowed);
+        // `system:masters` may do anything, with no reason given, as kube-apiserver's
+        // privileged-group authorizer.
+        let admin = UserInfo { name: "jobset:admin".into(), groups: vec![MASTERS.into()] };
+        for (method, path) in [(Method::DELETE, "/api/v1/namespaces/ns/secrets/s"), (Method::GET, "/metrics")] {
+            assert_eq!(p.review(&admin, &req(method, path, None)), Verdict { allowed: true, reason: String::new() });
+        }
+        // And the escalation check lets such a user grant anything (upstream's `EscalationAllowed`).
+        let everything =
+            role("ClusterRole", "", "all", json!([{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]));
+        assert_eq!(check_escalation(&p, &admin, "ClusterRole", "", "all", &everything, None), Ok(()));
     }
 
     #[test]

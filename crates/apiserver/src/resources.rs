@@ -28,6 +28,18 @@ impl Subresource {
     }
 }
 
+/// A create-only resource that stores nothing: the request is answered with the posted object
+/// and a `status` (kube-apiserver's review APIs, `crate::review`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Review {
+    /// `authentication.k8s.io/v1` `tokenreviews`: who a bearer token names.
+    Token,
+    /// `authorization.k8s.io/v1` `subjectaccessreviews`: whether a user may make a request.
+    SubjectAccess,
+    /// `authorization.k8s.io/v1` `selfsubjectaccessreviews`: whether the requester may.
+    SelfSubjectAccess,
+}
+
 #[derive(Debug, Clone)]
 pub struct ResourceDef {
     pub group: String,
@@ -48,6 +60,8 @@ pub struct ResourceDef {
     /// Served as a view of another resource's storage (events.k8s.io/v1 events are core/v1
     /// events, as in kube-apiserver).
     pub view: Option<View>,
+    /// A review API: `create` only, nothing stored.
+    pub review: Option<Review>,
 }
 
 /// A resource served from another one's storage, converted on the way in and out.
@@ -140,6 +154,7 @@ struct Builtin {
     categories: &'static [&'static str],
     subresources: &'static [Subresource],
     fields: &'static [(&'static str, &'static str)],
+    review: Option<Review>,
 }
 
 use Subresource::*;
@@ -156,6 +171,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[Status],
         fields: &[("status.phase", "/status/phase")],
+        review: None,
     },
     Builtin {
         group: "",
@@ -176,6 +192,7 @@ const BUILTINS: &[Builtin] = &[
             ("status.podIP", "/status/podIP"),
             ("status.nominatedNodeName", "/status/nominatedNodeName"),
         ],
+        review: None,
     },
     Builtin {
         group: "",
@@ -188,6 +205,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &["all"],
         subresources: &[Status],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "",
@@ -200,6 +218,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[Status],
         fields: &[("spec.unschedulable", "/spec/unschedulable")],
+        review: None,
     },
     Builtin {
         group: "",
@@ -224,6 +243,7 @@ const BUILTINS: &[Builtin] = &[
             ("source", "/source/component"),
             ("type", "/type"),
         ],
+        review: None,
     },
     Builtin {
         group: "",
@@ -236,6 +256,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "",
@@ -248,6 +269,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[("type", "/type")],
+        review: None,
     },
     Builtin {
         group: "",
@@ -260,6 +282,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[Token],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "",
@@ -272,6 +295,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[Status],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "batch",
@@ -284,6 +308,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &["all"],
         subresources: &[Status],
         fields: &[("status.successful", "/status/succeeded")],
+        review: None,
     },
     Builtin {
         group: "events.k8s.io",
@@ -304,6 +329,7 @@ const BUILTINS: &[Builtin] = &[
             ("reportingController", "/reportingController"),
             ("type", "/type"),
         ],
+        review: None,
     },
     Builtin {
         group: "coordination.k8s.io",
@@ -316,6 +342,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -328,6 +355,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -340,6 +368,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -352,6 +381,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "rbac.authorization.k8s.io",
@@ -364,6 +394,7 @@ const BUILTINS: &[Builtin] = &[
         categories: &[],
         subresources: &[],
         fields: &[],
+        review: None,
     },
     Builtin {
         group: "apiextensions.k8s.io",
@@ -376,6 +407,46 @@ const BUILTINS: &[Builtin] = &[
         categories: &["api-extensions"],
         subresources: &[Status],
         fields: &[],
+        review: None,
+    },
+    Builtin {
+        group: "authentication.k8s.io",
+        version: "v1",
+        plural: "tokenreviews",
+        singular: "tokenreview",
+        kind: "TokenReview",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+        review: Some(Review::Token),
+    },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "subjectaccessreviews",
+        singular: "subjectaccessreview",
+        kind: "SubjectAccessReview",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+        review: Some(Review::SubjectAccess),
+    },
+    Builtin {
+        group: "authorization.k8s.io",
+        version: "v1",
+        plural: "selfsubjectaccessreviews",
+        singular: "selfsubjectaccessreview",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+        short: &[],
+        categories: &[],
+        subresources: &[],
+        fields: &[],
+        review: Some(Review::SelfSubjectAccess),
     },
 ];
 
@@ -399,6 +470,7 @@ impl From<&Builtin> for ResourceDef {
             selectable_fields: b.fields.iter().map(|(f, p)| (f.to_string(), p.to_string())).collect(),
             printer_columns: vec![],
             view: (b.group == "events.k8s.io").then_some(View::EventsV1),
+            review: b.review,
         }
     }
 }
@@ -450,6 +522,7 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             selectable_fields: vec![],
             printer_columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
             view: None,
+            review: None,
         });
     }
     Ok(defs)

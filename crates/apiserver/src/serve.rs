@@ -10,7 +10,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tower::ServiceExt;
 
-use crate::auth::{PodTokens, User};
+use crate::auth::User;
 use crate::error::ApiError;
 use crate::http::ApiServer;
 use crate::rbac::{Decision, RequestInfo};
@@ -20,51 +20,49 @@ fn public(path: &str) -> bool {
     matches!(path, "/version" | "/healthz" | "/readyz" | "/livez")
 }
 
-struct Auth {
-    token: String,
-    pod_tokens: PodTokens,
-    server: Arc<ApiServer>,
-}
-
 /// Who may make the request: the server's token (anything), a pod-bound token (its own pod and
 /// JobSet, checked per request in `http.rs`), or a service-account token (what RBAC allows,
 /// decided here, before the request is routed, as kube-apiserver's authorization filter does).
-async fn authenticate(State(auth): State<Arc<Auth>>, mut req: Request, next: Next) -> Response {
-    let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
-    if public(req.uri().path()) || crate::tls::token_matches(&auth.token, header) {
+/// Every token is read by `ApiServer::authenticate_token`, as a TokenReview's is.
+async fn authenticate(State(server): State<Arc<ApiServer>>, mut req: Request, next: Next) -> Response {
+    if public(req.uri().path()) {
         return next.run(req).await;
     }
-    let bearer = header.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim);
-    if let Some(id) = bearer.and_then(|t| auth.pod_tokens.verify(t)).filter(|id| auth.server.pod_exists(id)) {
-        // A pod's token reaches discovery and resources only (authorized per request there).
-        if req.uri().path().starts_with("/api") {
-            req.extensions_mut().insert(User::Pod(id));
-            return next.run(req).await;
+    let header = req.headers().get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    let user = header.and_then(crate::tls::bearer_token).and_then(|t| server.authenticate_token(t, &[]).ok());
+    match user.map(|(user, _)| user) {
+        None => ApiError::unauthorized().into_response(),
+        Some(User::Admin) => next.run(req).await,
+        Some(User::Pod(id)) => {
+            // A pod's token reaches discovery and resources only (authorized per request there).
+            if req.uri().path().starts_with("/api") {
+                req.extensions_mut().insert(User::Pod(id));
+                return next.run(req).await;
+            }
+            let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()).unwrap_or_default();
+            crate::auth::forbidden(&id.username(), &info, "").into_response()
         }
-        let info = RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()).unwrap_or_default();
-        return crate::auth::forbidden(&id.username(), &info, "").into_response();
+        Some(User::ServiceAccount(sa)) => {
+            let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
+                Ok(info) => info,
+                Err(e) => return ApiError::internal(format!("failed to create RequestInfo: {e}")).into_response(),
+            };
+            if let Decision::Deny { reason } = server.authorize(&sa.user_info(), &info) {
+                return crate::auth::forbidden(&sa.username(), &info, &reason).into_response();
+            }
+            req.extensions_mut().insert(User::ServiceAccount(sa));
+            next.run(req).await
+        }
     }
-    let Some(sa) = bearer.and_then(|t| auth.server.authenticate_service_account(t)) else {
-        return ApiError::unauthorized().into_response();
-    };
-    let info = match RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()) {
-        Ok(info) => info,
-        Err(e) => return ApiError::internal(format!("failed to create RequestInfo: {e}")).into_response(),
-    };
-    if let Decision::Deny { reason } = auth.server.authorize(&sa.user_info(), &info) {
-        return crate::auth::forbidden(&sa.username(), &info, &reason).into_response();
-    }
-    req.extensions_mut().insert(User::ServiceAccount(sa));
-    next.run(req).await
 }
 
 /// The router behind the listener: the API plus authentication by the server's token, a
-/// pod-bound token ([`crate::auth`]) or a service-account token ([`crate::rbac`]). Service-account
-/// tokens are signed with a key derived from `token` from here on.
+/// pod-bound token ([`crate::auth`]) or a service-account token ([`crate::rbac`]). The server
+/// accepts `token` as the admin's, and signs service-account tokens with a key derived from it,
+/// from here on.
 pub fn authenticated_router(server: &Arc<ApiServer>, token: String) -> axum::Router {
     server.set_service_account_signing_key(&token);
-    let auth = Auth { pod_tokens: PodTokens::new(&token), token, server: server.clone() };
-    server.router().layer(axum::middleware::from_fn_with_state(Arc::new(auth), authenticate))
+    server.router().layer(axum::middleware::from_fn_with_state(server.clone(), authenticate))
 }
 
 /// Serves HTTPS on `listener` until `shutdown` completes.

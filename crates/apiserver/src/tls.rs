@@ -599,16 +599,20 @@ pub fn write_kubeconfig(path: &Path, yaml: &str) -> Result<(), TlsError> {
 /// case-insensitive). The token bytes are compared in constant time; an empty
 /// `expected` token never matches.
 pub fn token_matches(expected: &str, authorization_header: Option<&str>) -> bool {
-    let Some(header) = authorization_header else {
-        return false;
-    };
-    let Some((scheme, presented)) = header.trim().split_once(' ') else {
-        return false;
-    };
-    if !scheme.eq_ignore_ascii_case("bearer") || expected.is_empty() {
-        return false;
-    }
-    constant_time_eq(expected.as_bytes(), presented.trim_start().as_bytes())
+    authorization_header.and_then(bearer_token).is_some_and(|presented| token_is(expected, presented))
+}
+
+/// The token of an `Authorization: Bearer <token>` header value (scheme case-insensitive, as
+/// kube-apiserver's bearer-token authenticator reads it), if it is one.
+pub fn bearer_token(authorization_header: &str) -> Option<&str> {
+    let (scheme, presented) = authorization_header.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| presented.trim_start())
+}
+
+/// Whether `presented` is the token `expected`, compared in constant time; an empty `expected`
+/// token never matches.
+pub fn token_is(expected: &str, presented: &str) -> bool {
+    !expected.is_empty() && constant_time_eq(expected.as_bytes(), presented.as_bytes())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
