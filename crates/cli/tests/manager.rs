@@ -71,7 +71,13 @@ async fn cluster() -> Cluster {
         ],
     )
     .await;
-    for f in ["service_account.yaml", "role.yaml", "leader_election_role.yaml"] {
+    for f in [
+        "service_account.yaml",
+        "role.yaml",
+        "leader_election_role.yaml",
+        "metrics_auth_role.yaml",
+        "metrics_reader_role.yaml",
+    ] {
         let out = apply(&server, &format!("{REPO}/config/rbac/{f}")).await;
         assert_eq!(out.code, 0, "apply config/rbac/{f}: {out:?}");
     }
@@ -82,24 +88,25 @@ async fn cluster() -> Cluster {
 }
 
 async fn apply(server: &common::Server, file: &str) -> common::Output {
-    let child = common::jobset_command(&["apply", "-f", file]).env("KUBECONFIG", &server.kubeconfig).spawn().unwrap();
-    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await.expect("jobset apply finishes").unwrap();
-    common::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut cmd = common::jobset_command(&["apply", "-f", file]);
+    cmd.env("KUBECONFIG", &server.kubeconfig);
+    common::run_to_end(cmd, WAIT).await
 }
 
 /// A token of the manager's ServiceAccount, through the TokenRequest API (`kubectl create token`).
 async fn service_account_token(admin: &kube::Client) -> String {
-    let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
+    token_of(admin, NAMESPACE, SERVICE_ACCOUNT).await
+}
+
+/// A token of ServiceAccount `ns/name`, through the TokenRequest API.
+async fn token_of(admin: &kube::Client, ns: &str, name: &str) -> String {
+    let api: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
     let request: TokenRequest = serde_json::from_value(serde_json::json!({
         "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}
     }))
     .unwrap();
     let answer: TokenRequest =
-        api.create_subresource("token", SERVICE_ACCOUNT, &PostParams::default(), &request).await.expect("TokenRequest");
+        api.create_subresource("token", name, &PostParams::default(), &request).await.expect("TokenRequest");
     answer.status.and_then(|s| s.token).expect("a token in the TokenRequest's status")
 }
 
@@ -140,16 +147,9 @@ impl Cluster {
     }
 
     async fn jobset_command(&self, args: &[&str]) -> common::Output {
-        let child = common::jobset_command(args).env("KUBECONFIG", &self.server.kubeconfig).spawn().unwrap();
-        let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-            .await
-            .unwrap_or_else(|_| panic!("jobset {args:?} did not finish"))
-            .unwrap();
-        common::Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        let mut cmd = common::jobset_command(args);
+        cmd.env("KUBECONFIG", &self.server.kubeconfig);
+        common::run_to_end(cmd, Duration::from_secs(120)).await
     }
 
     /// Waits until the Lease names `holder`; returns when that was seen.
@@ -204,7 +204,9 @@ impl Manager {
             .arg(kubeconfig)
             .arg("--config")
             .arg(config)
-            .args(["--leader-election-id", id, "--metrics-secure=false", "--graceful-shutdown-timeout", "5s"])
+            .args(["--leader-election-id", id, "--graceful-shutdown-timeout", "5s"])
+            // Plain-HTTP metrics unless a test asks for upstream's secure serving.
+            .args(extra.iter().all(|a| !a.starts_with("--metrics-secure")).then_some("--metrics-secure=false"))
             .args(extra)
             .env("JOBSET_LOG", "info,kube=warn")
             .env("NO_COLOR", "1")
@@ -215,20 +217,7 @@ impl Manager {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn jobset manager");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        {
-            let mut pipe = child.stderr.take().unwrap();
-            let stderr = stderr.clone();
-            tokio::spawn(async move {
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = pipe.read(&mut buf).await {
-                    if n == 0 {
-                        break;
-                    }
-                    stderr.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-                }
-            });
-        }
+        let (stderr, _) = common::drain_stderr(&mut child);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut health, mut metrics) = (None, None);
         let listening = tokio::time::timeout(common::STARTUP_TIMEOUT, async {
@@ -525,13 +514,9 @@ async fn manager_fails(args: &[&str]) -> common::Output {
     let mut all = vec!["manager", "--health-probe-bind-address", "0", "--metrics-bind-address", "0"];
     all.extend_from_slice(args);
     // The manager's own default log filter, as a user gets it.
-    let child = common::jobset_command(&all).env_remove("JOBSET_LOG").spawn().unwrap();
-    let out = tokio::time::timeout(WAIT, child.wait_with_output()).await.expect("jobset manager ends").unwrap();
-    common::Output {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut cmd = common::jobset_command(&all);
+    cmd.env_remove("JOBSET_LOG");
+    common::run_to_end(cmd, WAIT).await
 }
 
 /// Each bad input ends the manager with exit code 1 and one line naming the cause.
@@ -693,6 +678,116 @@ async fn the_kep262_and_upstream_examples_end_through_the_manager_as_in_local_mo
             "{file}: through the manager vs local mode\nmanager:\n{}",
             m.stderr.lock().unwrap()
         );
+    }
+    m.kill().await;
+}
+
+/// Accepts the manager's self-signed metrics certificate, as scrapers configured with
+/// `insecureSkipVerify` do.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// An HTTPS GET with an optional bearer token: (status, body).
+async fn https_get(url: &str, token: Option<&str>) -> (u16, String) {
+    let rest = url.strip_prefix("https://").expect("an https:// URL");
+    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(host).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await.expect("TLS handshake");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    // A server may close without TLS close_notify once it has answered.
+    let _ = s.read_to_end(&mut out).await;
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status");
+    (status, body.to_string())
+}
+
+/// Upstream's secure metrics: HTTPS, and only for a token the cluster authenticates
+/// (TokenReview) whose user may `get /metrics` (SubjectAccessReview; the shipped
+/// `jobset-metrics-reader` role), with controller-runtime's answers otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_metrics_are_served_only_to_scrapers_allowed_to_get_them() {
+    let c = cluster().await;
+    let admin = c.admin().await;
+    let accounts = c.dir.path().join("scrapers.yaml");
+    std::fs::write(
+        &accounts,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: monitoring}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: prometheus, namespace: monitoring}\n---\n\
+         apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: nosy, namespace: monitoring}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: prometheus-metrics}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: jobset-metrics-reader}\n\
+         subjects: [{kind: ServiceAccount, name: prometheus, namespace: monitoring}]\n",
+    )
+    .unwrap();
+    let out = apply(&c.server, &accounts.to_string_lossy()).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let prometheus = token_of(&admin, "monitoring", "prometheus").await;
+    let nosy = token_of(&admin, "monitoring", "nosy").await;
+    let m = Manager::start(&c.manager_kubeconfig, &c.config(true), "manager-a", &["--metrics-secure=true"]).await;
+    assert!(m.metrics.starts_with("https://"), "{}", m.metrics);
+    let cases: [(&str, Option<&str>, u16, &str); 4] = [
+        ("no token", None, 401, "Unauthorized"),
+        ("a token the cluster did not issue", Some("garbage"), 401, "Unauthorized"),
+        (
+            "a ServiceAccount without the reader role",
+            Some(&nosy),
+            403,
+            "Authorization denied for user system:serviceaccount:monitoring:nosy",
+        ),
+        ("a ServiceAccount bound to jobset-metrics-reader", Some(&prometheus), 200, "leader_election_master_status"),
+    ];
+    for (who, token, status, says) in cases {
+        let (got, body) = https_get(&m.metrics, token).await;
+        assert_eq!(got, status, "{who}: {body}\nmanager:\n{}", m.stderr.lock().unwrap());
+        assert!(body.contains(says), "{who}: {body:?} does not say {says:?}");
     }
     m.kill().await;
 }

@@ -7,6 +7,7 @@ pub mod config;
 pub mod election;
 mod endpoints;
 mod metrics;
+mod metrics_auth;
 mod ratelimit;
 
 use std::path::PathBuf;
@@ -51,7 +52,9 @@ pub struct ManagerArgs {
     /// The address the metrics endpoint binds to (default `:8443`; `0` disables it).
     #[arg(long, value_name = "ADDR")]
     pub metrics_bind_address: Option<String>,
-    /// Serve metrics over HTTPS with a self-signed certificate, as upstream; `false`: plain HTTP.
+    /// Serve metrics over HTTPS with a self-signed certificate, to scrapers whose token the
+    /// cluster authenticates (TokenReview) and authorizes for `get /metrics`
+    /// (SubjectAccessReview), as upstream; `false`: plain HTTP to anyone who can connect.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics_secure: bool,
     /// The address the health probes (`/healthz`, `/readyz`) bind to (default `:8081`; `0`
@@ -327,8 +330,19 @@ pub async fn run(args: ManagerArgs) -> anyhow::Result<()> {
         servers.spawn(ep.serve(handle.clone()));
     }
     if let Some(addr) = metrics_addr {
-        let tls = if args.metrics_secure { Some(endpoints::self_signed_tls()?) } else { None };
-        let ep = Endpoint::bind("metrics.bindAddress", addr, endpoints::metrics_router(registry.clone()), tls)?;
+        // Served securely, as upstream: HTTPS, and only to scrapers the cluster authenticates and
+        // authorizes (controller-runtime's WithAuthenticationAndAuthorization).
+        let (router, tls) = match args.metrics_secure {
+            true => {
+                let auth = axum::middleware::from_fn_with_state(
+                    Arc::new(client.clone()),
+                    metrics_auth::authenticate_and_authorize,
+                );
+                (endpoints::metrics_router(registry.clone()).layer(auth), Some(endpoints::self_signed_tls()?))
+            }
+            false => (endpoints::metrics_router(registry.clone()), None),
+        };
+        let ep = Endpoint::bind("metrics.bindAddress", addr, router, tls)?;
         println!("metrics listening on {}", ep.url("/metrics"));
         servers.spawn(ep.serve(handle.clone()));
     }
