@@ -791,3 +791,24 @@ async fn secure_metrics_are_served_only_to_scrapers_allowed_to_get_them() {
     }
     m.kill().await;
 }
+
+/// SIGTERM to the leader: it finishes, releases the Lease and exits 0, and the standby takes the
+/// released Lease at once instead of waiting for it to expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby_at_once() {
+    let c = cluster().await;
+    let mut a = c.manager("manager-a").await;
+    c.lease_held_by("manager-a", WAIT).await;
+    let _b = c.manager("manager-b").await;
+    let pid = nix::unistd::Pid::from_raw(a.child.id().expect("manager-a runs") as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = tokio::time::timeout(WAIT, a.child.wait()).await.expect("manager-a stops on SIGTERM").unwrap();
+    let stopped = Instant::now();
+    assert_eq!(status.code(), Some(0), "{}", a.stderr.lock().unwrap());
+    assert!(a.stderr.lock().unwrap().contains("released lease"), "{}", a.stderr.lock().unwrap());
+    // Without the release the standby would wait out the lease duration from its last sight of
+    // a renewal.
+    let b_at = c.lease_held_by("manager-b", WAIT).await;
+    assert!(b_at - stopped < LEASE_DURATION, "manager-b took {:?} after manager-a stopped", b_at - stopped);
+    a.check();
+}
