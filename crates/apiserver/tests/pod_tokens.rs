@@ -1,40 +1,19 @@
 //! A pod-bound token over HTTPS: the in-place restart agent's least privilege.
 
+mod common;
+
 use std::time::Duration;
 
 use futures::StreamExt;
 use jobset_apiserver::auth::{IN_PLACE_RESTART_ATTEMPT, PodIdentity, PodTokens};
-use jobset_apiserver::{ApiServer, serve, tls};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
-struct Cluster {
-    server: std::sync::Arc<ApiServer>,
-    url: String,
-    creds: tls::Credentials,
-    _dir: tempfile::TempDir,
-}
-
-async fn cluster() -> Cluster {
-    let server = ApiServer::in_memory();
-    let dir = tempfile::tempdir().unwrap();
-    let creds = tls::load_or_create(dir.path()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let cfg = tls::server_config(&creds).unwrap();
-    tokio::spawn(serve::serve_https(server.clone(), listener, cfg, creds.token.clone(), std::future::pending()));
-    Cluster { server, url, creds, _dir: dir }
-}
-
-impl Cluster {
-    async fn client_with_token(&self, token: &str) -> Client {
-        let creds = tls::Credentials { token: token.to_string(), ..self.creds.clone() };
-        let kc = kube::config::Kubeconfig::from_yaml(&tls::kubeconfig_yaml(&self.url, &creds, "t")).unwrap();
-        Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap()
-    }
+async fn cluster() -> common::HttpsCluster {
+    common::https_cluster().await
 }
 
 fn pod(name: &str) -> Pod {
@@ -71,7 +50,7 @@ async fn a_pod_token_reads_its_jobset_and_changes_only_its_attempt_annotation() 
     jobsets(admin.clone()).create(&PostParams::default(), &serde_json::from_value(js).unwrap()).await.unwrap();
 
     let token = PodTokens::new(&c.creds.token).issue(&PodIdentity::of(&serde_json::to_value(&mine).unwrap()));
-    let agent = c.client_with_token(&token).await;
+    let agent = c.client(&token).await;
     let agent_pods: Api<Pod> = Api::default_namespaced(agent.clone());
 
     // Its own pod: read, and the attempt annotation server-side-applied.

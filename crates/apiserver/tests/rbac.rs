@@ -5,60 +5,25 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures::StreamExt;
-use jobset_apiserver::{Admission, ApiServer, Clock, serve, tls};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 const MANAGER: &str = "system:serviceaccount:jobset-system:jobset-controller-manager";
 
-struct Cluster {
-    server: Arc<ApiServer>,
-    url: String,
-    creds: tls::Credentials,
-    /// Seconds the server's clock is ahead of the system clock.
-    clock_offset: Arc<AtomicI64>,
-    dir: tempfile::TempDir,
-}
+type Cluster = common::HttpsCluster;
 
 async fn cluster() -> Cluster {
-    let clock_offset = Arc::new(AtomicI64::new(0));
-    let offset = clock_offset.clone();
-    let config = jobset_apiserver::ServerConfig {
-        clock: Clock::new(move || {
-            jiff::Timestamp::now() + jiff::SignedDuration::from_secs(offset.load(Ordering::SeqCst))
-        }),
-        ..common::fast_config()
-    };
-    let server = common::server_with(config, Admission::default());
-    let dir = tempfile::tempdir().unwrap();
-    let creds = tls::load_or_create(dir.path()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let cfg = tls::server_config(&creds).unwrap();
-    tokio::spawn(serve::serve_https(server.clone(), listener, cfg, creds.token.clone(), std::future::pending()));
-    Cluster { server, url, creds, clock_offset, dir }
+    common::https_cluster().await
 }
 
-impl Cluster {
-    fn kubeconfig(&self, token: &str) -> String {
-        let creds = tls::Credentials { token: token.to_string(), ..self.creds.clone() };
-        tls::kubeconfig_yaml(&self.url, &creds, "t")
-    }
-
-    async fn client(&self, token: &str) -> Client {
-        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(token)).unwrap();
-        Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap()
-    }
-
+impl common::HttpsCluster {
     /// The admin, in-process.
     fn admin(&self) -> Client {
         self.server.client()
@@ -102,36 +67,7 @@ fn token_of(answer: TokenRequest) -> String {
     answer.status.and_then(|s| s.token).expect("status.token")
 }
 
-/// (group, version, plural, namespaced) of the kinds these tests write.
-fn resource(kind: &str) -> (ApiResource, bool) {
-    let (group, version, plural, namespaced) = match kind {
-        "Namespace" => ("", "v1", "namespaces", false),
-        "ServiceAccount" => ("", "v1", "serviceaccounts", true),
-        "Pod" => ("", "v1", "pods", true),
-        "Role" => ("rbac.authorization.k8s.io", "v1", "roles", true),
-        "RoleBinding" => ("rbac.authorization.k8s.io", "v1", "rolebindings", true),
-        "ClusterRole" => ("rbac.authorization.k8s.io", "v1", "clusterroles", false),
-        "ClusterRoleBinding" => ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", false),
-        "JobSet" => ("jobset.x-k8s.io", "v1alpha2", "jobsets", true),
-        other => panic!("no resource for {other}"),
-    };
-    (ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural), namespaced)
-}
-
-fn api(client: &Client, kind: &str, namespace: Option<&str>) -> Api<DynamicObject> {
-    let (ar, namespaced) = resource(kind);
-    match namespace {
-        Some(ns) if namespaced => Api::namespaced_with(client.clone(), ns, &ar),
-        _ => Api::all_with(client.clone(), &ar),
-    }
-}
-
-async fn create(client: &Client, obj: Value) -> Result<DynamicObject, kube::Error> {
-    let kind = obj["kind"].as_str().unwrap().to_string();
-    let ns = obj.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
-    let obj: DynamicObject = serde_json::from_value(obj).unwrap();
-    api(client, &kind, ns.as_deref()).create(&PostParams::default(), &obj).await
-}
+use common::{api, create};
 
 fn cluster_role(name: &str, rules: Value) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules})

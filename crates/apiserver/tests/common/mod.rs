@@ -100,3 +100,82 @@ macro_rules! both_transports {
         }
     };
 }
+
+/// A server on its HTTPS listener, as clients outside the process reach it, whose clock a test
+/// can move ahead (token expiry).
+pub struct HttpsCluster {
+    pub server: Arc<ApiServer>,
+    pub url: String,
+    pub creds: tls::Credentials,
+    /// Seconds the server's clock is ahead of the system clock.
+    pub clock_offset: Arc<std::sync::atomic::AtomicI64>,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn https_cluster() -> HttpsCluster {
+    use std::sync::atomic::{AtomicI64, Ordering};
+    let clock_offset = Arc::new(AtomicI64::new(0));
+    let offset = clock_offset.clone();
+    let config = ServerConfig {
+        clock: jobset_apiserver::Clock::new(move || {
+            jiff::Timestamp::now() + jiff::SignedDuration::from_secs(offset.load(Ordering::SeqCst))
+        }),
+        ..fast_config()
+    };
+    let server = server_with(config, Admission::default());
+    let dir = tempfile::tempdir().unwrap();
+    let creds = tls::load_or_create(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let cfg = tls::server_config(&creds).unwrap();
+    tokio::spawn(serve::serve_https(server.clone(), listener, cfg, creds.token.clone(), std::future::pending()));
+    HttpsCluster { server, url, creds, clock_offset, dir }
+}
+
+impl HttpsCluster {
+    /// A kubeconfig for the listener holding `token`.
+    pub fn kubeconfig(&self, token: &str) -> String {
+        let creds = tls::Credentials { token: token.to_string(), ..self.creds.clone() };
+        tls::kubeconfig_yaml(&self.url, &creds, "t")
+    }
+
+    /// A client over HTTPS holding `token`.
+    pub async fn client(&self, token: &str) -> Client {
+        let kc = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(token)).unwrap();
+        Client::try_from(kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap()).unwrap()
+    }
+}
+
+/// The API resource of each kind the HTTPS tests write, and whether it is namespaced.
+pub fn resource(kind: &str) -> (kube::core::ApiResource, bool) {
+    let (group, version, plural, namespaced) = match kind {
+        "Namespace" => ("", "v1", "namespaces", false),
+        "ServiceAccount" => ("", "v1", "serviceaccounts", true),
+        "Pod" => ("", "v1", "pods", true),
+        "Role" => ("rbac.authorization.k8s.io", "v1", "roles", true),
+        "RoleBinding" => ("rbac.authorization.k8s.io", "v1", "rolebindings", true),
+        "ClusterRole" => ("rbac.authorization.k8s.io", "v1", "clusterroles", false),
+        "ClusterRoleBinding" => ("rbac.authorization.k8s.io", "v1", "clusterrolebindings", false),
+        "JobSet" => ("jobset.x-k8s.io", "v1alpha2", "jobsets", true),
+        other => panic!("no resource for {other}"),
+    };
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, kind);
+    (kube::core::ApiResource::from_gvk_with_plural(&gvk, plural), namespaced)
+}
+
+/// Objects of `kind`, in `namespace` when the kind is namespaced.
+pub fn api(client: &Client, kind: &str, namespace: Option<&str>) -> kube::Api<kube::api::DynamicObject> {
+    let (ar, namespaced) = resource(kind);
+    match namespace {
+        Some(ns) if namespaced => kube::Api::namespaced_with(client.clone(), ns, &ar),
+        _ => kube::Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Creates `obj` (JSON with `kind` and, if namespaced, `metadata.namespace`).
+pub async fn create(client: &Client, obj: serde_json::Value) -> Result<kube::api::DynamicObject, kube::Error> {
+    let kind = obj["kind"].as_str().unwrap().to_string();
+    let ns = obj.pointer("/metadata/namespace").and_then(serde_json::Value::as_str).map(str::to_string);
+    let obj: kube::api::DynamicObject = serde_json::from_value(obj).unwrap();
+    api(client, &kind, ns.as_deref()).create(&kube::api::PostParams::default(), &obj).await
+}
