@@ -64,6 +64,15 @@ impl common::HttpsCluster {
 
 use common::{api, create};
 
+/// A token bound to a new pod `p` in `namespace`, as the node agent mounts it.
+async fn pod_token(c: &Cluster, namespace: &str) -> String {
+    let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": namespace},
+                     "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    create(&c.server.client(), pod).await.unwrap();
+    let pod = api(&c.server.client(), "Pod", Some(namespace)).get("p").await.unwrap();
+    PodTokens::new(&c.creds.token).issue(&PodIdentity::of(&serde_json::to_value(&pod).unwrap()))
+}
+
 /// A ClusterRoleBinding of ClusterRole `role` to ServiceAccount `ns`/`sa`.
 fn cluster_binding(name: &str, role: &str, ns: &str, sa: &str) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
@@ -190,15 +199,7 @@ async fn a_token_review_of_a_dead_token_says_why_as_kube_apiserver() {
     );
 
     // A pod-bound token whose pod is gone.
-    create(
-        &c.server.client(),
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "i"}]}}),
-    )
-    .await
-    .unwrap();
-    let pod = api(&c.server.client(), "Pod", Some("default")).get("p").await.unwrap();
-    let pod_token = PodTokens::new(&c.creds.token).issue(&PodIdentity::of(&serde_json::to_value(&pod).unwrap()));
+    let pod_token = pod_token(&c, "default").await;
     let dp = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
     api(&c.server.client(), "Pod", Some("default")).delete("p", &dp).await.unwrap();
     assert_eq!(
@@ -434,16 +435,7 @@ async fn a_self_subject_access_review_needs_no_grant_and_asks_about_the_requeste
     .unwrap();
     assert_eq!(answer["status"], json!({"allowed": true}));
     // A pod-bound token may not ask (its rights are fixed, not RBAC's).
-    create(
-        &c.server.client(),
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team"},
-        "spec": {"containers": [{"name": "c", "image": "i"}]}}),
-    )
-    .await
-    .unwrap();
-    let pod = api(&c.server.client(), "Pod", Some("team")).get("p").await.unwrap();
-    let pod_client =
-        c.client(&PodTokens::new(&c.creds.token).issue(&PodIdentity::of(&serde_json::to_value(&pod).unwrap()))).await;
+    let pod_client = c.client(&pod_token(&c, "team").await).await;
     let s = post(
         &pod_client,
         SELF_ACCESS_REVIEWS,
