@@ -271,17 +271,27 @@ impl Manager {
     }
 }
 
+/// `host:port` and `/path` of a URL without its scheme.
+fn host_and_path(rest: &str) -> (&str, String) {
+    rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()))
+}
+
+/// The status and body of a whole HTTP/1 response.
+fn response(out: &str) -> (u16, String) {
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((out, ""));
+    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status");
+    (status, body.to_string())
+}
+
 /// A plain-HTTP GET: (status, body).
 async fn http_get(url: &str) -> (u16, String) {
     let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let (host, path) = host_and_path(rest);
     let mut s = tokio::net::TcpStream::connect(host).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
     s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status");
-    (status, body.to_string())
+    response(&out)
 }
 
 /// The uids of the Jobs seen, by (Job name, restart attempt): one each, or a Job was created
@@ -376,7 +386,7 @@ async fn the_standby_takes_over_from_a_killed_leader_mid_restart_and_the_jobset_
 }
 
 /// A leader whose Lease another holder took (its renewal sees the new holder) stops at once: it
-/// exits 1 saying so, and the JobSets it would have reconciled wait for the next leader.
+/// exits 1 saying so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_whose_lease_is_taken_over_stops_and_exits() {
     let c = cluster().await;
@@ -725,7 +735,7 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
 /// An HTTPS GET with an optional bearer token: (status, body).
 async fn https_get(url: &str, token: Option<&str>) -> (u16, String) {
     let rest = url.strip_prefix("https://").expect("an https:// URL");
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+    let (host, path) = host_and_path(rest);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -744,9 +754,7 @@ async fn https_get(url: &str, token: Option<&str>) -> (u16, String) {
     // A server may close without TLS close_notify once it has answered.
     let _ = s.read_to_end(&mut out).await;
     let out = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
-    let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status");
-    (status, body.to_string())
+    response(&out)
 }
 
 /// Upstream's secure metrics: HTTPS, and only for a token the cluster authenticates
