@@ -1,9 +1,14 @@
-//! The CustomResourceDefinitions every jobset-rs API server serves from its first start.
+//! The CustomResourceDefinitions every jobset-rs API server serves from its first start: the
+//! files `jobset manifests crds` generates into `config/crd/bases/` ([`crate::crdgen`]), embedded
+//! as checked in (a test fails when they are not what the generator writes).
 
 /// (file name, YAML) of each preinstalled CRD.
 pub const PREINSTALLED: &[(&str, &str)] = &[
-    ("jobset.x-k8s.io_jobsets.yaml", include_str!("../crds/jobset.x-k8s.io_jobsets.yaml")),
-    ("workload.codeflare.dev_appwrappers.yaml", include_str!("../crds/workload.codeflare.dev_appwrappers.yaml")),
+    ("jobset.x-k8s.io_jobsets.yaml", include_str!("../../../config/crd/bases/jobset.x-k8s.io_jobsets.yaml")),
+    (
+        "workload.codeflare.dev_appwrappers.yaml",
+        include_str!("../../../config/crd/bases/workload.codeflare.dev_appwrappers.yaml"),
+    ),
 ];
 
 /// The preinstalled CRDs as JSON objects.
@@ -36,5 +41,18 @@ mod tests {
             .filter_map(|c| c.get("name")?.as_str())
             .collect();
         assert_eq!(cols, ["TerminalState", "Restarts", "Completed", "Suspended", "Age"]);
+    }
+
+    #[test]
+    fn checked_in_crds_are_what_the_generator_writes() {
+        let generated = crate::crdgen::generate().unwrap();
+        assert_eq!(generated.len(), PREINSTALLED.len());
+        for (g, (file, yaml)) in generated.iter().zip(PREINSTALLED) {
+            assert_eq!(g.file, *file);
+            assert!(
+                g.to_yaml().unwrap() == *yaml,
+                "config/crd/bases/{file} is not what the generator writes: run `jobset manifests crds` and check in the result"
+            );
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! Pure: no I/O.
 
 pub mod appwrapper;
+pub mod crdgen;
 pub mod crds;
 pub mod field;
 pub mod job;

@@ -29,6 +29,7 @@ mod get;
 mod kinds;
 mod logs;
 mod manifest;
+mod manifests;
 mod node;
 mod progress;
 mod run;
@@ -96,6 +97,11 @@ enum Command {
     /// Run the JobSet in-place restart agent in a pod (configured by environment variables,
     /// see docs/in-place-restart.md); exits with the code that restarts the pod in place.
     Agent(agent::AgentArgs),
+    /// Write the deployment files generated from the code (the CRDs).
+    Manifests {
+        #[command(subcommand)]
+        what: manifests::ManifestsCommand,
+    },
     /// Print performance figures.
     Bench {
         #[command(subcommand)]
@@ -187,6 +193,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Exec(args) => exec::run(args).await,
         Command::Agent(args) => agent::run(args).await,
         Command::Manager(args) => ok(jobset_manager::run(args).await),
+        Command::Manifests { what } => ok(manifests::run(what)),
     }
 }
 

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PodSchedulingGate, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::keys;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppWrapper {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -19,6 +20,7 @@ pub struct AppWrapper {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "crate::crdgen::any_object")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: AppWrapperSpec,
@@ -60,8 +62,9 @@ impl kube_core::object::HasStatus for AppWrapper {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["components"]))]
 pub struct AppWrapperSpec {
     #[serde(default)]
     pub components: Vec<AppWrapperComponent>,
@@ -71,8 +74,9 @@ pub struct AppWrapperSpec {
     pub managed_by: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["template"]))]
 pub struct AppWrapperComponent {
     /// Free-form; not read by the fault-tolerance logic (as upstream).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -84,11 +88,13 @@ pub struct AppWrapperComponent {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_set_infos: Vec<AppWrapperPodSetInfo>,
     #[serde(default)]
+    #[schemars(schema_with = "crate::crdgen::embedded_resource")]
     pub template: Value,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["path"]))]
 pub struct AppWrapperPodSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
@@ -99,7 +105,7 @@ pub struct AppWrapperPodSet {
     pub annotations: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppWrapperPodSetInfo {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -114,15 +120,18 @@ pub struct AppWrapperPodSetInfo {
     pub scheduling_gates: Vec<PodSchedulingGate>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppWrapperStatus {
+    // Upstream's phase is a plain string in the schema (no enum marker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub phase: Option<AppWrapperPhase>,
     /// Upstream's `Retries`: how many times the AppWrapper entered Resetting on a counted failure.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub resetting_count: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// Parallel to `spec.components`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -133,8 +142,9 @@ fn is_zero(n: &i32) -> bool {
     *n == 0
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["apiVersion", "kind", "name", "podSets"]))]
 pub struct AppWrapperComponentStatus {
     /// The created object's actual name (a template may use `generateName`).
     #[serde(default)]
@@ -147,10 +157,11 @@ pub struct AppWrapperComponentStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pod_sets: Vec<AppWrapperPodSet>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum AppWrapperPhase {
     Suspended,
     Resuming,

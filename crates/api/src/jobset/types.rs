@@ -9,15 +9,19 @@
 //! A replicated job's `template` is kept as raw JSON ([`JobTemplate`]) so that fields a typed
 //! client does not know (e.g. the local-mode `setConditionReason` of a podFailurePolicy rule)
 //! reach the child Jobs unchanged.
+//!
+//! The CRD's schema is derived from these types (`crate::crdgen`): the `#[schemars]` attributes
+//! carry upstream's kubebuilder markers (CEL rules, list types, bounds, defaults, required).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::keys;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -25,6 +29,7 @@ pub struct JobSet {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
     #[serde(default)]
+    #[schemars(schema_with = "crate::crdgen::any_object")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: JobSetSpec,
@@ -66,18 +71,27 @@ impl kube_core::object::HasStatus for JobSet {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder' && self.replicatedJobs.exists(x, has(x.dependsOn)))",
+    "message": "StartupPolicy and DependsOn APIs are mutually exclusive",
+}]))]
 pub struct JobSetSpec {
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub replicated_jobs: Vec<ReplicatedJob>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub network: Option<Network>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub success_policy: Option<SuccessPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub failure_policy: Option<FailurePolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub startup_policy: Option<StartupPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
@@ -86,13 +100,16 @@ pub struct JobSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub managed_by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic", "x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub volume_claim_policies: Vec<VolumeClaimPolicy>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "template"]))]
 pub struct ReplicatedJob {
     pub name: String,
     #[serde(default = "default_group_name")]
@@ -100,8 +117,10 @@ pub struct ReplicatedJob {
     #[serde(default)]
     pub template: JobTemplate,
     #[serde(default = "default_replicas")]
+    #[schemars(range(min = 0))]
     pub replicas: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 5), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"], "x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub depends_on: Vec<DependsOn>,
 }
 
@@ -113,9 +132,10 @@ fn default_replicas() -> i32 {
 }
 
 /// A `batch/v1` JobTemplateSpec kept as the JSON the user wrote, with typed getters for the
-/// fields the controller and validation read.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// fields the controller and validation read. Its schema is `batch/v1` JobTemplateSpec's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
+#[schemars(with = "k8s_openapi::api::batch::v1::JobTemplateSpec")]
 pub struct JobTemplate(pub Value);
 
 impl JobTemplate {
@@ -140,20 +160,20 @@ impl JobTemplate {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DependsOn {
     pub name: String,
     pub status: DependsOnStatus,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum DependsOnStatus {
     Ready,
     Complete,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Network {
     #[serde(default, rename = "enableDNSHostnames", skip_serializing_if = "Option::is_none")]
@@ -164,21 +184,22 @@ pub struct Network {
     pub publish_not_ready_addresses: Option<bool>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SuccessPolicy {
     pub operator: Operator,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub target_replicated_jobs: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum Operator {
     All,
     Any,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailurePolicy {
     #[serde(default)]
@@ -189,7 +210,7 @@ pub struct FailurePolicy {
     pub rules: Vec<FailurePolicyRule>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RestartStrategy {
     #[default]
     Recreate,
@@ -197,8 +218,9 @@ pub enum RestartStrategy {
     InPlaceRestart,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["action", "name"]))]
 pub struct FailurePolicyRule {
     #[serde(default)]
     pub name: String,
@@ -208,10 +230,11 @@ pub struct FailurePolicyRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_job_failure_message_patterns: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub target_replicated_jobs: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum FailurePolicyAction {
     FailJobSet,
     RestartJobSet,
@@ -252,54 +275,64 @@ impl FailurePolicyAction {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StartupPolicy {
     pub startup_policy_order: StartupPolicyOrder,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum StartupPolicyOrder {
     AnyOrder,
     InOrder,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Coordinator {
     pub replicated_job: String,
+    // Upstream's Go `int`: an integer without a format.
     #[serde(default)]
+    #[schemars(schema_with = "crate::crdgen::integer")]
     pub job_index: i32,
     #[serde(default)]
+    #[schemars(schema_with = "crate::crdgen::integer")]
     pub pod_index: i32,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",
+    "message": "namespace cannot be set for VolumeClaimPolicies templates",
+}]))]
 pub struct VolumeClaimPolicy {
     #[serde(default)]
+    #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic"))]
     pub templates: Vec<PersistentVolumeClaim>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention_policy: Option<VolumeRetentionPolicy>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeRetentionPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Delete"))]
     pub when_deleted: Option<RetentionPolicyAction>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RetentionPolicyAction {
     Delete,
     Retain,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub restarts: i32,
@@ -308,10 +341,13 @@ pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub terminal_state: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub replicated_jobs_status: Vec<ReplicatedJobStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub previous_in_place_restart_attempt: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub current_in_place_restart_attempt: Option<i32>,
 }
 
@@ -319,8 +355,9 @@ fn is_zero(v: &i32) -> bool {
     *v == 0
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["active", "failed", "name", "ready", "succeeded", "suspended"]))]
 pub struct ReplicatedJobStatus {
     pub name: String,
     #[serde(default)]
@@ -334,8 +371,10 @@ pub struct ReplicatedJobStatus {
     #[serde(default)]
     pub suspended: i32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024), extend("x-kubernetes-list-type" = "atomic"))]
     pub job_restarts: Vec<i32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024), extend("x-kubernetes-list-type" = "atomic"))]
     pub job_restarts_count_towards_max: Vec<i32>,
     /// Extension: `RestartReplicatedJob*` restarts of this replicated job.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -346,6 +385,7 @@ pub struct ReplicatedJobStatus {
     pub restarts_count_towards_max: i32,
     /// Extension: job indexes a `FailJob` rule left failed, ascending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub failed_job_indexes: Vec<i32>,
 }
 
