@@ -24,6 +24,7 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Store, StoreConfig, Txn};
 use crate::table;
 use crate::watch::{Filter, Render, WatchStream, bookmark_interval};
+use crate::webhook::matching::Operation;
 
 /// Every duration and limit of the server, so tests can run fast.
 #[derive(Debug, Clone)]
@@ -52,6 +53,10 @@ pub struct ServerConfig {
     pub retry_after_seconds: u32,
     /// What time it is, for the expiry of service-account tokens (tests move it forward).
     pub clock: Clock,
+    /// Where admission webhooks' service references are reached, by
+    /// `<name>.<namespace>.svc:<port>` → `host:port`, before the Service is looked up
+    /// ([`crate::webhook::resolve_service`]).
+    pub webhook_service_addresses: HashMap<String, String>,
 }
 
 /// A source of the current time (the system clock unless a test injects another).
@@ -97,6 +102,7 @@ impl Default for ServerConfig {
             max_mutating_requests_inflight: None,
             retry_after_seconds: 1,
             clock: Clock::system(),
+            webhook_service_addresses: HashMap::new(),
         }
     }
 }
@@ -119,6 +125,8 @@ pub struct ApiServer {
     pub(crate) authenticator: std::sync::RwLock<Option<Arc<crate::auth::Authenticator>>>,
     /// The parsed RBAC policy service-account requests are authorized against.
     pub(crate) rbac: crate::rbac::Authorizer,
+    /// The admission webhooks of the stored configurations, parsed.
+    pub(crate) webhooks: crate::webhook::Cache,
 }
 
 /// A Prometheus registry shared between the components that register series and the server.
@@ -613,6 +621,16 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
     let q = parse_query(req.uri().query());
     let acc = accept(&req);
     let method = req.method().clone();
+    let options = match method {
+        Method::POST => Some("CreateOptions"),
+        Method::PUT => Some("UpdateOptions"),
+        Method::PATCH => Some("PatchOptions"),
+        _ => None,
+    };
+    if let Some(options) = options {
+        let directive = q.get("fieldValidation").map(String::as_str);
+        ctx.set_field_validation(crate::crd_schema::field_validation_param(options, directive)?);
+    }
     let content_type =
         req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json").to_string();
     let ResPath { def, ns, name, sub } = rp;
@@ -661,6 +679,22 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         _ => None,
     };
     let path_name = name.clone().unwrap_or_default();
+    // Writes go through the admission webhooks that apply to them.
+    let user = matches!(method, Method::POST | Method::PUT | Method::PATCH)
+        .then(|| req.extensions().get::<User>().cloned())
+        .flatten();
+    let field_manager = q.get("fieldManager").cloned();
+    let admitting = |operations, options_kind| crate::webhook::Request {
+        server: &server,
+        ctx,
+        def: &def,
+        namespace: &nsv,
+        subresource: sub.map_or("", |s| s.name()),
+        operations,
+        user: user.as_ref(),
+        options_kind,
+        field_manager: field_manager.as_deref(),
+    };
     // What a pod's own token writes to its pod, and what a service account grants in an RBAC
     // object, is checked before the change is committed.
     let check_write = |txn: &Txn<'_>, o: &Arc<Obj>| -> Result<()> {
@@ -693,12 +727,21 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             }
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
-            let o = write(&server, |txn| {
-                let o = ops::create(txn, ctx, &sdef, &nsv, v)?;
-                // Pod tokens never get here (they may not create).
-                check_write(txn, &o)?;
-                Ok(o)
-            })
+            if sdef.schema.is_some() {
+                ctx.set_duplicate_fields(crate::crd_schema::duplicate_fields(&body));
+            }
+            let o = crate::webhook::write(
+                admitting(&[Operation::Create], "CreateOptions"),
+                v,
+                Value::clone,
+                |txn, v| {
+                    let o = ops::create(txn, ctx, &sdef, &nsv, v)?;
+                    // Pod tokens never get here (they may not create).
+                    check_write(txn, &o)?;
+                    Ok(o)
+                },
+                stored_object,
+            )
             .await?;
             Ok(object_response(StatusCode::CREATED, &def, &o, &acc, &q))
         }
@@ -744,11 +787,20 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             let target = if sub.is_some() { Target::Status } else { Target::Main };
             let body = read_body(&server, req.into_body()).await?;
             let v = to_storage(parse_json(&body, &def)?);
-            let o = write(&server, |txn| {
-                let o = ops::update(txn, ctx, &sdef, &nsv, &name, v, target, None, None)?;
-                check_write(txn, &o)?;
-                Ok(o)
-            })
+            if sdef.schema.is_some() {
+                ctx.set_duplicate_fields(crate::crd_schema::duplicate_fields(&body));
+            }
+            let o = crate::webhook::write(
+                admitting(&[Operation::Update], "UpdateOptions"),
+                v,
+                Value::clone,
+                |txn, v| {
+                    let o = ops::update(txn, ctx, &sdef, &nsv, &name, v, target, None, None)?;
+                    check_write(txn, &o)?;
+                    Ok(o)
+                },
+                stored_object,
+            )
             .await?;
             Ok(object_response(StatusCode::OK, &def, &o, &acc, &q))
         }
@@ -765,12 +817,27 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
                 }
             }
             let body = read_body(&server, req.into_body()).await?;
+            if sdef.schema.is_some() && kind == PatchType::Merge {
+                ctx.set_duplicate_fields(crate::crd_schema::duplicate_fields(&body));
+            }
             let body = ops::PatchBody::prepare(&server.store, ctx, &sdef, &nsv, &name, kind, &body, target, view)?;
-            let (o, created) = write(&server, |txn| {
-                let out = ops::patch(txn, ctx, &sdef, &nsv, &name, kind, body, target, view)?;
-                check_write(txn, &out.0)?;
-                Ok(out)
-            })
+            // A server-side apply creates a missing object.
+            let operations: &[Operation] = if let PatchType::Apply { .. } = kind {
+                &[Operation::Create, Operation::Update]
+            } else {
+                &[Operation::Update]
+            };
+            let (o, created) = crate::webhook::write(
+                admitting(operations, "PatchOptions"),
+                body,
+                ops::PatchBody::again,
+                |txn, body| {
+                    let out = ops::patch(txn, ctx, &sdef, &nsv, &name, kind, body, target, view)?;
+                    check_write(txn, &out.0)?;
+                    Ok(out)
+                },
+                |out| &out.0,
+            )
             .await?;
             Ok(object_response(if created { StatusCode::CREATED } else { StatusCode::OK }, &def, &o, &acc, &q))
         }
@@ -816,6 +883,11 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         }
         (m, _, _) => Err(ApiError::method_not_allowed(m.as_str())),
     }
+}
+
+/// The stored object of a create or update (for [`crate::webhook::write`]).
+fn stored_object(o: &Arc<Obj>) -> &Arc<Obj> {
+    o
 }
 
 /// A review API (`crate::review`): `POST` to the collection, answered 201 with the posted

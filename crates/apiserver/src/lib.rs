@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod auth;
 mod builtin;
+pub mod crd_schema;
 pub mod discovery;
 pub mod error;
 mod events;
@@ -27,6 +28,7 @@ pub mod strategic_merge;
 pub mod table;
 pub mod tls;
 mod watch;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -52,7 +54,8 @@ impl ApiServer {
     ) -> Result<Arc<ApiServer>, String> {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
-        let admission = builtin::with_builtins(admission);
+        let mut admission = builtin::with_builtins(admission);
+        webhook::register(&mut admission);
         let inflight = http::Inflight::new(&config);
         let server = Arc::new(ApiServer {
             store,
@@ -63,6 +66,7 @@ impl ApiServer {
             metrics: Default::default(),
             authenticator: Default::default(),
             rbac: Default::default(),
+            webhooks: Default::default(),
         });
         server.bootstrap().map_err(|e| format!("bootstrapping the API server: {e}"))?;
         Ok(server)

@@ -85,16 +85,64 @@ pub struct Ctx<'a> {
     pub admission: &'a Admission,
     /// What admission warned about during this request, in order (the `Warning` headers).
     warnings: std::sync::Mutex<Vec<String>>,
+    /// Which pass of a write through admission webhooks is running (`crate::webhook`).
+    stage: std::sync::Mutex<Option<crate::webhook::Stage>>,
+    /// The request's `fieldValidation` (unset: kube-apiserver's default, Warn).
+    field_validation: std::sync::OnceLock<crate::crd_schema::FieldValidation>,
+    /// Keys the request's body repeats, reported (once) when a custom resource is decoded.
+    duplicate_fields: std::sync::Mutex<Vec<String>>,
 }
 
 impl<'a> Ctx<'a> {
     pub fn new(admission: &'a Admission) -> Ctx<'a> {
-        Ctx { admission, warnings: Default::default() }
+        Ctx {
+            admission,
+            warnings: Default::default(),
+            stage: Default::default(),
+            field_validation: Default::default(),
+            duplicate_fields: Default::default(),
+        }
     }
 
-    fn warn(&self, warnings: Vec<String>) {
+    /// Sets how unknown fields of this request's custom resources are treated (once).
+    pub fn set_field_validation(&self, v: crate::crd_schema::FieldValidation) {
+        self.field_validation.set(v).ok();
+    }
+
+    fn field_validation(&self) -> crate::crd_schema::FieldValidation {
+        self.field_validation.get().copied().unwrap_or_default()
+    }
+
+    /// Sets the paths of the keys the request's body repeats (`spec.x`).
+    pub fn set_duplicate_fields(&self, paths: Vec<String>) {
+        *self.duplicate_fields.lock().unwrap_or_else(|e| e.into_inner()) = paths;
+    }
+
+    fn take_duplicate_fields(&self) -> Vec<String> {
+        std::mem::take(&mut *self.duplicate_fields.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    pub(crate) fn warn(&self, warnings: Vec<String>) {
         if !warnings.is_empty() {
             self.warnings.lock().unwrap_or_else(|e| e.into_inner()).extend(warnings);
+        }
+    }
+
+    /// Sets the webhook pass the next write runs as, returning the one before.
+    pub(crate) fn set_stage(&self, stage: Option<crate::webhook::Stage>) -> Option<crate::webhook::Stage> {
+        std::mem::replace(&mut *self.stage.lock().unwrap_or_else(|e| e.into_inner()), stage)
+    }
+
+    fn staged(&self) -> bool {
+        self.stage.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// The webhooks' admission point, between the built-in defaults and validation: a no-op
+    /// unless a webhook pass is running.
+    fn admit_webhooks(&self, def: &ResourceDef, obj: &mut Value, old: Option<&Value>) -> Result<()> {
+        match self.stage.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            Some(stage) => stage.at_admission_point(def, obj, old),
+            None => Ok(()),
         }
     }
 
@@ -250,6 +298,7 @@ fn namespace_def(txn: &Txn<'_>) -> Arc<ResourceDef> {
 pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str, mut body: Value) -> Result<Arc<Obj>> {
     check_type(def, txn.registry, &mut body)?;
     check_namespace(def, ns, &mut body)?;
+    ctx.warn(crate::crd_schema::decode_body(def, &mut body, ctx.field_validation(), ctx.take_duplicate_fields())?);
     let meta = meta_mut(&mut body);
     if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|s| !s.is_empty()) {
         return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
@@ -301,8 +350,16 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
         }
     }
     ctx.admission.apply_defaults(def, &mut body, None);
+    ctx.admit_webhooks(def, &mut body, None)?;
+    // A later webhook pass puts in the first pass's object, with the name generated then.
+    let name = meta_str(&body, "name").unwrap_or_default().to_string();
     let mut causes = validate_meta(def, &body);
-    causes.extend(ctx.admission.validate(def, &body, None, &*txn));
+    // A custom resource the schema rejects does not reach validating admission, as upstream.
+    let schema_causes = crate::crd_schema::validate_write(def, &body, None, false);
+    if schema_causes.is_empty() {
+        causes.extend(ctx.admission.validate(def, &body, None, &*txn));
+    }
+    causes.extend(schema_causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
@@ -311,6 +368,10 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
         return Err(ApiError::already_exists(def, &name));
     }
     if def.is_crd() {
+        let causes = crate::crd_schema::check_crd(&body);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(def, &name, causes));
+        }
         // A CRD that defines nothing servable is rejected before it is stored.
         crate::resources::defs_from_crd(&body).map_err(|m| {
             ApiError::invalid(def, &name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
@@ -375,6 +436,7 @@ pub fn update(
 ) -> Result<Arc<Obj>> {
     check_type(def, txn.registry, &mut body)?;
     check_namespace(def, ns, &mut body)?;
+    ctx.warn(crate::crd_schema::decode_body(def, &mut body, ctx.field_validation(), ctx.take_duplicate_fields())?);
     match meta_str(&body, "name") {
         Some(n) if n != name => {
             return Err(ApiError::bad_request(format!(
@@ -406,6 +468,15 @@ pub fn update(
             Some(s) => new["status"] = s,
             None => {
                 new.as_object_mut().map(|o| o.remove("status"));
+            }
+        }
+        if ctx.staged() {
+            ctx.admit_webhooks(def, &mut new, Some(&cur.value()))?;
+        }
+        if def.schema.is_some() {
+            let causes = crate::crd_schema::validate_write(def, &new, Some(&cur.value()), true);
+            if !causes.is_empty() {
+                return Err(ApiError::invalid(def, name, causes));
             }
         }
         return store_update(txn, def, ns, name, &cur, new);
@@ -443,6 +514,7 @@ pub fn update(
         meta.remove("selfLink");
     }
     ctx.admission.apply_defaults(def, &mut new, Some(&old));
+    ctx.admit_webhooks(def, &mut new, Some(&old))?;
     if cur.deleting {
         let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
         let added: Vec<String> =
@@ -461,7 +533,15 @@ pub fn update(
         }
     }
     let mut causes = validate_meta(def, &new);
-    causes.extend(ctx.admission.validate(def, &new, Some(&old), &*txn));
+    // A custom resource the schema rejects does not reach validating admission, as upstream.
+    let mut schema_causes = crate::crd_schema::validate_write(def, &new, Some(&old), false);
+    if def.is_crd() {
+        schema_causes.extend(crate::crd_schema::check_crd(&new));
+    }
+    if schema_causes.is_empty() {
+        causes.extend(ctx.admission.validate(def, &new, Some(&old), &*txn));
+    }
+    causes.extend(schema_causes);
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
@@ -573,6 +653,11 @@ pub struct PatchBody {
 }
 
 impl PatchBody {
+    /// The same body for another pass of a write (nothing prepared).
+    pub fn again(&self) -> PatchBody {
+        PatchBody { patch: self.patch.clone(), meta: None }
+    }
+
     /// The body parsed, nothing prepared.
     pub fn parse(kind: PatchType, body: &[u8]) -> Result<PatchBody> {
         let patch = match kind {
@@ -624,6 +709,7 @@ fn metadata_path_applies(
         && kind != PatchType::Json
         && !def.is_crd()
         && !ctx.admission.has_hooks(def)
+        && !ctx.staged()
 }
 
 /// Applies a patch of any supported type; a server-side apply to a missing object creates it.
@@ -714,6 +800,8 @@ pub fn patch(
     if meta_str(&doc, "resourceVersion") == Some(cur.rv.to_string().as_str()) {
         meta_mut(&mut doc).remove("resourceVersion");
     }
+    // The patched object is decoded as a body is (`update` finds nothing left to prune).
+    ctx.warn(crate::crd_schema::decode_patched(def, &mut doc, ctx.field_validation(), ctx.take_duplicate_fields())?);
     Ok((update(txn, ctx, def, ns, name, doc, target, Some(cur), Some(old))?, false))
 }
 

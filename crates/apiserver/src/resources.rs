@@ -62,6 +62,9 @@ pub struct ResourceDef {
     pub view: Option<View>,
     /// A review API: `create` only, nothing stored.
     pub review: Option<Review>,
+    /// A CRD version's structural schema, compiled: what custom resources are pruned,
+    /// defaulted and validated against (`crate::crd_schema`).
+    pub schema: Option<Arc<crate::crd_schema::CrdSchema>>,
 }
 
 /// A resource served from another one's storage, converted on the way in and out.
@@ -310,6 +313,21 @@ const BUILTINS: &[Builtin] = &[
         fields: &[("status.successful", "/status/succeeded")],
         review: None,
     },
+    // Stored only (no controller runs them): the manager's Deployment of the shipped manifests
+    // (config/) applies here as on a cluster.
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        categories: &["all"],
+        subresources: &[Status],
+        fields: &[],
+        review: None,
+    },
     Builtin {
         group: "events.k8s.io",
         version: "v1",
@@ -397,6 +415,58 @@ const BUILTINS: &[Builtin] = &[
         review: None,
     },
     Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "mutatingwebhookconfigurations",
+        singular: "mutatingwebhookconfiguration",
+        kind: "MutatingWebhookConfiguration",
+        namespaced: false,
+        short: &[],
+        categories: &["api-extensions"],
+        subresources: &[],
+        fields: &[],
+        review: None,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "validatingwebhookconfigurations",
+        singular: "validatingwebhookconfiguration",
+        kind: "ValidatingWebhookConfiguration",
+        namespaced: false,
+        short: &[],
+        categories: &["api-extensions"],
+        subresources: &[],
+        fields: &[],
+        review: None,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "validatingadmissionpolicies",
+        singular: "validatingadmissionpolicy",
+        kind: "ValidatingAdmissionPolicy",
+        namespaced: false,
+        short: &[],
+        categories: &["api-extensions"],
+        subresources: &[Status],
+        fields: &[],
+        review: None,
+    },
+    Builtin {
+        group: "admissionregistration.k8s.io",
+        version: "v1",
+        plural: "validatingadmissionpolicybindings",
+        singular: "validatingadmissionpolicybinding",
+        kind: "ValidatingAdmissionPolicyBinding",
+        namespaced: false,
+        short: &[],
+        categories: &["api-extensions"],
+        subresources: &[],
+        fields: &[],
+        review: None,
+    },
+    Builtin {
         group: "apiextensions.k8s.io",
         version: "v1",
         plural: "customresourcedefinitions",
@@ -471,6 +541,7 @@ impl From<&Builtin> for ResourceDef {
             printer_columns: vec![],
             view: (b.group == "events.k8s.io").then_some(View::EventsV1),
             review: b.review,
+            schema: None,
         }
     }
 }
@@ -523,6 +594,7 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, String> {
             printer_columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
             view: None,
             review: None,
+            schema: crate::crd_schema::for_version(crd, name).map(Arc::new),
         });
     }
     Ok(defs)

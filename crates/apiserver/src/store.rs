@@ -146,6 +146,9 @@ pub struct Store {
     /// changed an `rbac.authorization.k8s.io` object, so the authorizer rebuilds its parsed
     /// policy only when it changed ([`Store::rbac_generation`]).
     rbac_generation: AtomicU64,
+    /// The same for `admissionregistration.k8s.io` objects (webhook configurations and
+    /// policies), so admission re-reads them only when they changed.
+    admission_generation: AtomicU64,
 }
 
 /// What a watch starts from: the events to replay and the live feed after them.
@@ -189,7 +192,14 @@ impl Store {
         for t in state.tables.values_mut() {
             t.compacted = loaded.rv;
         }
-        Ok(Store { state: Mutex::new(state), backend, registry, config, rbac_generation: AtomicU64::new(0) })
+        Ok(Store {
+            state: Mutex::new(state),
+            backend,
+            registry,
+            config,
+            rbac_generation: AtomicU64::new(0),
+            admission_generation: AtomicU64::new(0),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -209,6 +219,12 @@ impl Store {
     /// before listing those kinds has seen at least every change up to `n`.
     pub fn rbac_generation(&self) -> u64 {
         self.rbac_generation.load(Ordering::Acquire)
+    }
+
+    /// How many committed writes have changed an `admissionregistration.k8s.io` object (as
+    /// [`Store::rbac_generation`] counts RBAC changes).
+    pub fn admission_generation(&self) -> u64 {
+        self.admission_generation.load(Ordering::Acquire)
     }
 
     pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<Obj>> {
@@ -291,6 +307,7 @@ impl Store {
         drop(persisted);
         state.rv = rv;
         let rbac_changed = changes.iter().any(|c| c.def.group == crate::rbac::GROUP);
+        let admission_changed = changes.iter().any(|c| c.def.group == crate::webhook::GROUP);
         for change in changes {
             let Change { key, def, obj, prev, kind } = change;
             index(&mut state, &key, prev.as_ref(), if kind == EventType::Deleted { None } else { Some(&obj) });
@@ -313,6 +330,9 @@ impl Store {
         }
         if rbac_changed {
             self.rbac_generation.fetch_add(1, Ordering::Release);
+        }
+        if admission_changed {
+            self.admission_generation.fetch_add(1, Ordering::Release);
         }
         Ok(out)
     }

@@ -146,7 +146,8 @@ async fn bad_appwrappers_are_rejected_with_upstream_messages() {
     invalid(code, &status, "msg");
     assert_eq!(
         status["message"],
-        "AppWrapper.workload.codeflare.dev \"msg\" is invalid: spec.components[1].template: Invalid value: 7: failed to decode as JSON"
+        // The CRD schema rejects it before the validating webhook sees it, as on a cluster.
+        "AppWrapper.workload.codeflare.dev \"msg\" is invalid: spec.components[1].template: Invalid value: \"integer\": spec.components[1].template in body must be of type object: \"integer\""
     );
 }
 
