@@ -1,6 +1,7 @@
 //! JobSet and AppWrapper resource definitions, well-known names and admission logic.
 //! Pure: no I/O.
 
+pub mod admission;
 pub mod appwrapper;
 pub mod crdgen;
 pub mod crds;

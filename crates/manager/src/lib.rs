@@ -3,12 +3,14 @@
 //! limits, leader election on a Lease, health probes and metrics on every replica, graceful
 //! shutdown. The cluster runs its own Job controller, scheduler and kubelets.
 
+pub mod certs;
 pub mod config;
 pub mod election;
 mod endpoints;
 mod metrics;
 mod metrics_auth;
 mod ratelimit;
+pub mod webhook;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -296,6 +298,7 @@ pub async fn run(args: ManagerArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow!(e))?;
     let metrics_addr =
         endpoints::parse_bind_address("metrics.bindAddress", &cfg.metrics.bind_address).map_err(|e| anyhow!(e))?;
+    let (webhook_addr, webhook_certs) = webhook::from_config(&cfg).map_err(|e| anyhow!(e))?;
     let appwrapper_config = match &args.appwrapper_config {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
@@ -320,12 +323,17 @@ pub async fn run(args: ManagerArgs) -> anyhow::Result<()> {
         Arc::new(Mutex::new(r))
     };
 
-    // Probes and metrics serve on every replica, leader or standby.
+    // Webhooks, probes and metrics serve on every replica, leader or standby.
     let (ready_tx, ready_rx) = watch::channel(false);
     let handle = axum_server::Handle::new();
     let mut servers = JoinSet::new();
+    let webhooks = webhook::WebhookServer::bind(webhook_addr, client.clone(), features.clone(), webhook_certs)?;
+    let webhooks_ready = webhooks.ready();
+    println!("webhooks listening on {}", webhooks.url());
+    servers.spawn(webhooks.serve(handle.clone()));
     if let Some(addr) = health_addr {
-        let ep = Endpoint::bind("health.healthProbeBindAddress", addr, endpoints::health_router(ready_rx), None)?;
+        let router = webhook::gate_readiness(endpoints::health_router(ready_rx), webhooks_ready);
+        let ep = Endpoint::bind("health.healthProbeBindAddress", addr, router, None)?;
         println!("health probes listening on {}", ep.url("/healthz"));
         servers.spawn(ep.serve(handle.clone()));
     }
