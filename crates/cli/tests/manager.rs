@@ -74,13 +74,17 @@ async fn cluster() -> Cluster {
     for f in [
         "service_account.yaml",
         "role.yaml",
-        "leader_election_role.yaml",
+        "system_leader_election_role.yaml",
         "metrics_auth_role.yaml",
         "metrics_reader_role.yaml",
+        "system_manager_secrets_role.yaml",
     ] {
         let out = apply(&server, &format!("{REPO}/config/rbac/{f}")).await;
         assert_eq!(out.code, 0, "apply config/rbac/{f}: {out:?}");
     }
+    // The webhook Secret the manager's internal certificate management fills.
+    let out = apply(&server, &format!("{REPO}/config/webhook/secret.yaml")).await;
+    assert_eq!(out.code, 0, "apply config/webhook/secret.yaml: {out:?}");
     let token = service_account_token(&server.client().await).await;
     let manager_kubeconfig = dir.path().join("manager.kubeconfig");
     write_kubeconfig_with_token(&server.kubeconfig, &manager_kubeconfig, &token);
@@ -120,8 +124,8 @@ fn write_kubeconfig_with_token(from: &Path, to: &Path, token: &str) {
 }
 
 impl Cluster {
-    /// The manager's configuration: upstream's Configuration with fast lease timings and probe
-    /// and metrics listeners on free loopback ports.
+    /// The manager's configuration: upstream's Configuration with fast lease timings and probe,
+    /// metrics and webhook listeners on free loopback ports.
     fn config(&self, leader_elect: bool) -> PathBuf {
         let path = self.dir.path().join(format!("config-{leader_elect}.yaml"));
         let ms = |d: Duration| format!("{}ms", d.as_millis());
@@ -129,10 +133,13 @@ impl Cluster {
             "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\n\
              leaderElection:\n  leaderElect: {leader_elect}\n  leaseDuration: {}\n  renewDeadline: {}\n  retryPeriod: {}\n  resourceNamespace: {NAMESPACE}\n\
              health:\n  healthProbeBindAddress: 127.0.0.1:0\n\
-             metrics:\n  bindAddress: 127.0.0.1:0\n",
+             metrics:\n  bindAddress: 127.0.0.1:0\n\
+             webhook:\n  host: 127.0.0.1\n  port: {}\n",
             ms(LEASE_DURATION),
             ms(RENEW_DEADLINE),
-            ms(RETRY_PERIOD)
+            ms(RETRY_PERIOD),
+            // Upstream's configuration has no "any port": one free now, for this manager alone.
+            std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
         );
         std::fs::write(&path, text).unwrap();
         path
