@@ -463,6 +463,8 @@ pub fn update(
         if old.get("status") == status.as_ref() {
             return Ok(cur);
         }
+        // The schema's checks read the stored object: a copy costs less than parsing it again.
+        let stored = def.schema.as_ref().map(|_| old.clone());
         let mut new = old;
         match status {
             Some(s) => new["status"] = s,
@@ -473,8 +475,8 @@ pub fn update(
         if ctx.staged() {
             ctx.admit_webhooks(def, &mut new, Some(&cur.value()))?;
         }
-        if def.schema.is_some() {
-            let causes = crate::crd_schema::validate_write(def, &new, Some(&cur.value()), true);
+        if let Some(stored) = &stored {
+            let causes = crate::crd_schema::validate_write(def, &new, Some(stored), true);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(def, name, causes));
             }

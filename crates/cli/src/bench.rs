@@ -13,6 +13,7 @@ use nix::sys::resource::{UsageWho, getrusage};
 use anyhow::Context;
 
 mod appwrapper;
+mod crd;
 mod in_place;
 mod manager;
 use clap::Subcommand;
@@ -38,6 +39,30 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2_000)]
         durable_pods: usize,
         /// Concurrent client requests.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+    },
+    /// CRD schema enforcement and webhook-configuration lookup, each against its in-run
+    /// baseline: JobSet creates and status updates with the JobSet CRD's full schema, then with an
+    /// open one; pod creates and status patches with no webhook configuration, then with one that
+    /// does not match pods. Rounds alternate the cases.
+    Crd {
+        /// JobSets to create per round and schema.
+        #[arg(long, default_value_t = 2_000)]
+        jobsets: usize,
+        /// JobSet status updates per round and schema.
+        #[arg(long, default_value_t = 10_000)]
+        updates: usize,
+        /// Replicated jobs per JobSet (each with a pod template).
+        #[arg(long, default_value_t = 10)]
+        replicated_jobs: usize,
+        /// Pods to create, then patch, per round and webhook case.
+        #[arg(long, default_value_t = 10_000)]
+        pods: usize,
+        /// Rounds of each case.
+        #[arg(long, default_value_t = 2)]
+        rounds: usize,
+        /// Concurrent client requests (and JobSets whose status is written concurrently).
         #[arg(long, default_value_t = 32)]
         concurrency: usize,
     },
@@ -178,6 +203,9 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
         BenchCommand::Apiserver { pods, watchers, durable_pods, concurrency } => {
             apiserver(pods, watchers, durable_pods, concurrency).await
+        }
+        BenchCommand::Crd { jobsets, updates, replicated_jobs, pods, rounds, concurrency } => {
+            crd::bench(jobsets, updates, replicated_jobs, pods, rounds, concurrency).await
         }
         BenchCommand::Job { pods, nodes, run_duration } => {
             println!("jobset bench job ({} cores)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));

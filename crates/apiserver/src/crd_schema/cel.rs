@@ -2,8 +2,6 @@
 //! evaluated per node with `self` (and `oldSelf` on updates where the node correlates), worded as
 //! k8s.io/apiextensions-apiserver pkg/apiserver/schema/cel/validation.go words its errors.
 
-use std::error::Error as _;
-
 use serde_json::Value;
 
 use super::{child, index};
@@ -66,12 +64,16 @@ impl Rule {
     }
 }
 
-/// The rules of one schema node, compiled. The CEL programs are those of a copy of the node
-/// that keeps its own rules and drops its descendants', so evaluating it runs exactly this
-/// node's rules, with values converted by the node's schema (formats, escaped field names).
+/// The rules of one schema node, compiled once when the CRD is registered. Each write converts
+/// the node's value to CEL once (with the node's schema: formats, escaped field names, defaults)
+/// and runs the node's own programs on it; kube-cel's `validate_compiled` would instead walk the
+/// node's whole subtree converting every descendant's subtree again, which made a JobSet write
+/// quadratic in the size of its spec (the `spec` and `replicatedJobs` rules hold the pod
+/// templates).
 pub struct Rules {
     rules: Vec<Rule>,
-    compiled: kube_cel::CompiledSchema,
+    /// kube-cel's compilation of `rules`, one result per rule, in order.
+    compiled: Vec<Result<kube_cel::CompilationResult, kube_cel::CompilationError>>,
 }
 
 impl std::fmt::Debug for Rules {
@@ -80,33 +82,185 @@ impl std::fmt::Debug for Rules {
     }
 }
 
-/// A copy of `s` without the rules of anything below it.
-fn without_nested_rules(s: &Value, keep_own: bool) -> Value {
-    match s {
-        Value::Object(o) => Value::Object(
-            o.iter()
-                .filter(|(k, _)| keep_own || k.as_str() != "x-kubernetes-validations")
-                .map(|(k, v)| {
-                    let v = match k.as_str() {
-                        "properties" => match v {
-                            Value::Object(p) => Value::Object(
-                                p.iter().map(|(k, v)| (k.clone(), without_nested_rules(v, false))).collect(),
-                            ),
-                            other => other.clone(),
-                        },
-                        "items" | "additionalProperties" => without_nested_rules(v, false),
-                        "allOf" | "anyOf" | "oneOf" => match v {
-                            Value::Array(a) => Value::Array(a.iter().map(|b| without_nested_rules(b, false)).collect()),
-                            other => other.clone(),
-                        },
-                        _ => v.clone(),
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        other => other.clone(),
+thread_local! {
+    /// A CEL context with the Kubernetes extension functions, built once per thread (as
+    /// kube-cel's own thread-local validator is); each evaluation binds `self` and `oldSelf` in
+    /// a scope of its own.
+    static BASE: kube_cel::cel::Context<'static> = {
+        use kube_cel::KubeCelExt as _;
+        kube_cel::cel::Context::default().with_all()
+    };
+}
+
+/// CEL's reserved words: a field of that name is `__name__` in a rule (upstream's
+/// `Escape`, as kube-cel's conversion does).
+const CEL_RESERVED_WORDS: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A rule (an `x-kubernetes-validations` item) whose selections of a reserved-word field
+/// (`x.namespace`) are written escaped (`x.__namespace__`), string literals left alone.
+/// Kubernetes resolves both spellings (`unstructuredMap.Find` unescapes the key it is asked
+/// for), our conversion only the escaped one, so upstream JobSet's
+/// `!has(t.metadata.namespace)` would otherwise never see the field.
+fn with_reserved_selections_escaped(rule: &Value) -> Value {
+    let mut rule = rule.clone();
+    let Some(Value::String(text)) = rule.get_mut("rule") else { return rule };
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        out.push(c);
+        match (quote, c) {
+            (Some(_), '\\') => out.extend(chars.next().map(|(_, next)| next)),
+            (Some(q), c) if c == q => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '.') => {
+                let rest = &text[i + 1..];
+                let word = &rest[..rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len())];
+                if CEL_RESERVED_WORDS.contains(&word) {
+                    out.push_str(&format!("__{word}__"));
+                    chars.nth(word.len() - 1);
+                }
+            }
+            _ => {}
+        }
     }
+    *text = out;
+    rule
+}
+
+/// A field name as rules see it: `foo-bar` is `foo__dash__bar`.
+fn escape_field_name(name: &str) -> String {
+    if CEL_RESERVED_WORDS.contains(&name) {
+        return format!("__{name}__");
+    }
+    if !name.contains(['_', '.', '-', '/']) {
+        return name.to_string();
+    }
+    let mut escaped = String::with_capacity(name.len() * 2);
+    for ch in name.chars() {
+        match ch {
+            '_' => escaped.push_str("__"),
+            '.' => escaped.push_str("__dot__"),
+            '-' => escaped.push_str("__dash__"),
+            '/' => escaped.push_str("__slash__"),
+            _ => escaped.push(ch),
+        }
+    }
+    escaped
+}
+
+/// The key of field `k` of an object of schema `s` in its CEL map: escaped, unless the object is
+/// a map (`additionalProperties`), whose keys are data.
+fn cel_key(s: &super::Structural, k: &str) -> kube_cel::cel::objects::Key {
+    let is_map = s.additional.as_ref().is_some_and(|a| !matches!(a, super::Additional::Allows(false)));
+    kube_cel::cel::objects::Key::String(std::sync::Arc::new(if is_map { k.to_string() } else { escape_field_name(k) }))
+}
+
+/// `value` as a CEL value under schema `s` (none: no schema below), as kube-cel converts it for
+/// its rules: the schema's defaults of missing properties filled in (`defaults`), strings of
+/// format `date-time`, `duration` and `byte` as timestamps, durations and bytes (kept as strings
+/// when they do not parse), field names escaped except a map's keys, an embedded resource with
+/// `apiVersion`, `kind` and `metadata`.
+fn to_cel(value: &Value, s: Option<&super::Structural>, defaults: bool) -> kube_cel::cel::Value {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use kube_cel::cel::Value as Cel;
+    use kube_cel::cel::objects::{Key, Map};
+    match value {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Cel::Int(i),
+            (None, Some(u)) => Cel::UInt(u),
+            _ => Cel::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(text) => {
+            let string = || Cel::String(Arc::new(text.clone()));
+            let Some(s) = s.filter(|s| !s.int_or_string) else { return string() };
+            let parsed = match s.format.as_str() {
+                "date-time" => kube_cel::cel::functions::time::timestamp(Arc::new(text.clone())).ok(),
+                "duration" => kube_cel::cel::functions::time::duration(Arc::new(text.clone())).ok(),
+                "byte" => {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD.decode(text).ok().map(|b| Cel::Bytes(Arc::new(b)))
+                }
+                _ => None,
+            };
+            parsed.unwrap_or_else(string)
+        }
+        Value::Array(items) => {
+            let item_schema = s.and_then(|s| s.items.as_deref());
+            Cel::List(Arc::new(items.iter().map(|i| to_cel(i, item_schema, defaults)).collect()))
+        }
+        Value::Object(o) => {
+            let Some(s) = s else {
+                let map = o.iter().map(|(k, v)| (Key::String(Arc::new(escape_field_name(k))), to_cel(v, None, false)));
+                return Cel::Map(Map { map: Arc::new(map.collect()) });
+            };
+            let key = |k: &str| cel_key(s, k);
+            // kube-cel defaults a map's values only where unknown fields are not preserved.
+            let default_values = defaults && !s.preserve_unknown;
+            let mut map: HashMap<Key, Cel> = HashMap::with_capacity(o.len());
+            for (k, v) in o {
+                let (child, child_defaults) = match s.properties.get(k) {
+                    Some(p) => (Some(p), defaults),
+                    None => (s.additional_schema(), default_values),
+                };
+                map.insert(key(k), to_cel(v, child, child_defaults));
+            }
+            if defaults {
+                for (k, p) in &s.properties {
+                    if let Some(d) = &p.default
+                        && !o.contains_key(k)
+                    {
+                        map.insert(key(k), to_cel(d, Some(p), false));
+                    }
+                }
+            }
+            if s.embedded {
+                for k in ["apiVersion", "kind"] {
+                    map.entry(Key::String(Arc::new(k.into()))).or_insert_with(|| Cel::String(Arc::new(String::new())));
+                }
+                map.entry(Key::String(Arc::new("metadata".into())))
+                    .or_insert_with(|| Cel::Map(Map { map: Arc::new(HashMap::new()) }));
+            }
+            Cel::Map(Map { map: Arc::new(map) })
+        }
+    }
+}
+
+/// One rule's outcome, as kube-cel's validator classifies it.
+enum Outcome {
+    /// The rule evaluated to false; the message to report.
+    Failed(String),
+    /// The rule could not be run (an evaluation error, a non-bool result, a compile error found
+    /// only now); the error text.
+    Error(String),
+    /// The rule did not compile; the error text (upstream's "rule compile error").
+    NotCompiled(String),
 }
 
 impl Rules {
@@ -116,34 +270,105 @@ impl Rules {
         if raw.is_empty() {
             return None;
         }
+        let escaped: Vec<Value> = raw.iter().map(with_reserved_selections_escaped).collect();
+        let own = serde_json::json!({ "x-kubernetes-validations": escaped });
         Some(Rules {
             rules: raw.iter().map(Rule::parse).collect(),
-            compiled: kube_cel::compile_schema(&without_nested_rules(s, true)),
+            compiled: kube_cel::compile_schema(&own).validations,
+        })
+    }
+
+    /// Runs each rule against `value` (and `old` where the node correlates with the old
+    /// object), as kube-cel's `Validator` does: a transition rule is skipped without `old`
+    /// unless `optionalOldSelf` (then `oldSelf` is null); a failed rule's message is its
+    /// `messageExpression`'s string, else its message, else `failed rule: <rule>`.
+    /// `converted` holds the values as CEL values when an ancestor's rules converted them; what
+    /// this node's rules need and is not there is converted here and left there for the nodes
+    /// below. `oldSelf` is converted and bound only for rules that read it: binding a variable
+    /// copies the value once more (cel's `Box<dyn Val>`).
+    fn outcomes(
+        &self,
+        s: &super::Structural,
+        (value, old): (&Value, Option<&Value>),
+        converted: &mut Converted,
+    ) -> Vec<(&Rule, Outcome)> {
+        use kube_cel::CompilationError as E;
+        use kube_cel::cel::Value as Cel;
+        let runs = |c: &kube_cel::CompilationResult| {
+            !c.is_transition_rule || old.is_some() || c.rule.optional_old_self == Some(true)
+        };
+        let running = || self.compiled.iter().filter_map(|c| c.as_ref().ok()).filter(|c| runs(c));
+        let needs_self = running().next().is_some();
+        let needs_old_self = running().any(|c| c.is_transition_rule);
+        BASE.with(|base| {
+            let mut ctx = base.new_inner_scope();
+            if needs_self {
+                let new = converted.new.get_or_insert_with(|| to_cel(value, Some(s), true));
+                ctx.add_variable_from_value("self", new.clone());
+            }
+            if needs_old_self {
+                let old = match old {
+                    Some(o) => converted.old.get_or_insert_with(|| to_cel(o, Some(s), true)).clone(),
+                    None => Cel::Null,
+                };
+                ctx.add_variable_from_value("oldSelf", old);
+            }
+            let mut out = vec![];
+            for (rule, compiled) in self.rules.iter().zip(&self.compiled) {
+                let outcome = match compiled {
+                    Ok(c) if !runs(c) => continue,
+                    Ok(c) => match c.program.execute(&ctx) {
+                        Ok(Cel::Bool(true)) => continue,
+                        Ok(Cel::Bool(false)) => {
+                            let expressed = c.message_program.as_ref().and_then(|p| match p.execute(&ctx) {
+                                Ok(Cel::String(m)) => Some((*m).clone()),
+                                _ => None,
+                            });
+                            Outcome::Failed(expressed.unwrap_or_else(|| rule.message_or_default()))
+                        }
+                        Ok(_) => Outcome::Error(format!("rule \"{}\" did not evaluate to bool", c.rule.rule)),
+                        Err(e) => Outcome::Error(e.to_string()),
+                    },
+                    Err(E::Parse { rule, source }) => {
+                        Outcome::Error(format!("failed to compile rule \"{rule}\": {source}"))
+                    }
+                    Err(E::MessageExpressionParse { rule, message_expression, source }) => Outcome::Error(format!(
+                        "failed to compile messageExpression \"{message_expression}\" for rule \"{rule}\": {source}"
+                    )),
+                    Err(e) => Outcome::NotCompiled(e.to_string()),
+                };
+                out.push((rule, outcome));
+            }
+            out
         })
     }
 
     /// Evaluates the rules against `value` (and `old` where the node correlates with the old
-    /// object), as `Validator.validateExpressions` does. `ty` is the node's schema type.
-    pub fn validate(&self, path: &str, ty: &str, value: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
+    /// object), as `Validator.validateExpressions` does, converting the values with the schema
+    /// `s` of the node (the node itself, or the node an `allOf` branch of it belongs to).
+    fn validate(
+        &self,
+        path: &str,
+        s: &super::Structural,
+        (value, old): (&Value, Option<&Value>),
+        converted: &mut Converted,
+        out: &mut Vec<Cause>,
+    ) {
         if value.is_null() {
             return;
         }
-        let Err(errors) = kube_cel::validate_compiled(&self.compiled, value, old) else { return };
-        // kube-cel reports each rule once, in order; map each back to its rule for the reason
-        // and the wording.
-        for e in errors.iter() {
-            let Some(rule) = self.rules.iter().find(|r| r.rule == e.rule) else {
-                // A compile error kube-cel reports at run time (a CRD stored before rules were
-                // checked): upstream's "rule compile error".
-                out.push(Cause::invalid_rendered(
-                    path,
-                    &format!("{ty:?}"),
-                    &format!("rule compile error: {}", e.message),
-                ));
-                continue;
-            };
-            match e.kind {
-                kube_cel::ErrorKind::ValidationFailure => {
+        let ty = &s.ty;
+        for (rule, outcome) in self.outcomes(s, (value, old), converted) {
+            match outcome {
+                Outcome::NotCompiled(message) => {
+                    // A CRD stored before rules were checked: upstream's "rule compile error".
+                    out.push(Cause::invalid_rendered(
+                        path,
+                        &format!("{ty:?}"),
+                        &format!("rule compile error: {message}"),
+                    ));
+                }
+                Outcome::Failed(detail) => {
                     let at = if rule.field_path.is_empty() {
                         path.to_string()
                     } else {
@@ -153,12 +378,6 @@ impl Rules {
                         } else {
                             child(path, fp)
                         }
-                    };
-                    // messageExpression's result, else the message, else "failed rule: <rule>".
-                    let detail = if !rule.message_expression.is_empty() && e.message != rule.message {
-                        e.message.clone()
-                    } else {
-                        rule.message_or_default()
                     };
                     // Objects and arrays are not printed (`field.OmitValueType`); scalars are.
                     let value_text = match value {
@@ -187,9 +406,8 @@ impl Rules {
                         },
                     });
                 }
-                _ => {
+                Outcome::Error(cause) => {
                     // Evaluation errors: "<error> evaluating rule: <rule>", with the node's type.
-                    let cause = e.source().map(|s| s.to_string()).unwrap_or_else(|| e.message.clone());
                     out.push(Cause::invalid_rendered(
                         path,
                         &format!("{ty:?}"),
@@ -240,9 +458,37 @@ pub(super) fn compile_errors(s: &Value, path: &str) -> Vec<Cause> {
     causes
 }
 
+/// A node's new and old values as CEL values, once some rule converted them.
+#[derive(Default)]
+struct Converted {
+    new: Option<kube_cel::cel::Value>,
+    old: Option<kube_cel::cel::Value>,
+}
+
+impl Converted {
+    /// The converted values of a child of this node: field `k` of an object of schema `s`
+    /// (`correlated`: whether its old value is the old object's field), or item `i` (and old
+    /// item `old_i`) of a list. A child whose ancestors converted nothing converts its own.
+    fn child(&self, s: &super::Structural, field: Result<(&str, bool), (usize, Option<usize>)>) -> Converted {
+        use kube_cel::cel::Value as Cel;
+        let get = |v: &Option<Cel>, old: bool| -> Option<Cel> {
+            match (v.as_ref()?, field) {
+                (Cel::Map(m), Ok((k, correlated))) => {
+                    (!old || correlated).then(|| m.map.get(&cel_key(s, k)).cloned())?
+                }
+                (Cel::List(l), Err((i, old_i))) => l.get(if old { old_i? } else { i }).cloned(),
+                _ => None,
+            }
+        };
+        Converted { new: get(&self.new, false), old: get(&self.old, true) }
+    }
+}
+
 /// Walks `value` along `s`, evaluating every node's rules: `oldSelf` reaches a node through
 /// object properties and map keys, and through `x-kubernetes-list-type: map` items matched by
-/// their keys (upstream's correlation); elsewhere transition rules are skipped.
+/// their keys (upstream's correlation); elsewhere transition rules are skipped. Only subtrees
+/// with rules are walked, and a value is converted to CEL once, by the highest node whose rules
+/// read it (the nodes below take their part of it).
 pub(super) fn validate_tree(
     s: &super::Structural,
     path: &str,
@@ -250,12 +496,25 @@ pub(super) fn validate_tree(
     old: Option<&Value>,
     out: &mut Vec<Cause>,
 ) {
+    walk(s, path, (value, old), Converted::default(), out);
+}
+
+fn walk(
+    s: &super::Structural,
+    path: &str,
+    (value, old): (&Value, Option<&Value>),
+    mut converted: Converted,
+    out: &mut Vec<Cause>,
+) {
+    if !s.rules_in_tree {
+        return;
+    }
     if let Some(rules) = &s.rules {
-        rules.validate(path, &s.ty, value, old, out);
+        rules.validate(path, s, (value, old), &mut converted, out);
     }
     for branch in &s.validation.all_of {
         if let Some(rules) = &branch.rules {
-            rules.validate(path, &s.ty, value, old, out);
+            rules.validate(path, s, (value, old), &mut converted, out);
         }
     }
     match value {
@@ -263,28 +522,35 @@ pub(super) fn validate_tree(
             let correlatable = s.map_type.as_deref().is_none_or(|t| t == "granular" || t == "atomic");
             for (k, v) in o {
                 let old_v = old.filter(|_| correlatable).and_then(|o| o.get(k));
-                if let Some(p) = s.properties.get(k) {
-                    validate_tree(p, &child(path, k), v, old_v, out);
-                } else if let Some(ap) = s.additional_schema() {
-                    validate_tree(ap, &super::key(path, k), v, old_v, out);
+                let (child_schema, at) = match s.properties.get(k) {
+                    Some(p) => (p, child(path, k)),
+                    None => match s.additional_schema() {
+                        Some(ap) => (ap, super::key(path, k)),
+                        None => continue,
+                    },
+                };
+                if child_schema.rules_in_tree {
+                    let c = converted.child(s, Ok((k, correlatable)));
+                    walk(child_schema, &at, (v, old_v), c, out);
                 }
             }
         }
         Value::Array(items) => {
-            let Some(item_schema) = &s.items else { return };
+            let Some(item_schema) = s.items.as_deref().filter(|i| i.rules_in_tree) else { return };
             let old_items = old.and_then(Value::as_array);
             for (i, item) in items.iter().enumerate() {
-                let old_item = match (s.list_type.as_deref(), old_items) {
+                let old_i = match (s.list_type.as_deref(), old_items) {
                     (Some("map"), Some(olds)) => {
-                        let key_of = |x: &Value| -> Vec<Value> {
-                            s.list_map_keys.iter().map(|k| x.get(k).cloned().unwrap_or(Value::Null)).collect()
-                        };
-                        let want = key_of(item);
-                        olds.iter().find(|o| key_of(o) == want)
+                        // A missing key is null, as upstream's `MapList` keys are.
+                        let key = |x: &Value, k: &str| x.get(k).cloned().unwrap_or(Value::Null);
+                        let same_keys = |o: &Value| s.list_map_keys.iter().all(|k| key(o, k) == key(item, k));
+                        olds.iter().position(same_keys)
                     }
                     _ => None,
                 };
-                validate_tree(item_schema, &index(path, i), item, old_item, out);
+                let old_item = old_i.and_then(|j| old_items?.get(j));
+                let c = converted.child(s, Err((i, old_i)));
+                walk(item_schema, &index(path, i), (item, old_item), c, out);
             }
         }
         _ => {}
@@ -303,6 +569,25 @@ mod tests {
         let mut out = vec![];
         validate_tree(&s, "", &obj, old.as_ref(), &mut out);
         out.iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+    }
+
+    #[test]
+    fn a_field_named_like_a_reserved_word_is_reachable_unescaped_as_in_kubernetes() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"metadata": {"type": "object", "properties": {"namespace": {"type": "string"}}}},
+            "x-kubernetes-validations": [
+                {"rule": "!has(self.metadata.namespace) || size(self.metadata.namespace) == 0", "message": "no namespace"},
+                {"rule": "!has(self.metadata.__namespace__) || self.metadata.__namespace__ != 'y.namespace'"}]}}});
+        assert_eq!(run(schema.clone(), json!({"spec": {"metadata": {}}}), None), Vec::<String>::new());
+        assert_eq!(
+            run(schema, json!({"spec": {"metadata": {"namespace": "y.namespace"}}}), None),
+            [
+                "spec: Invalid value: no namespace",
+                "spec: Invalid value: failed rule: !has(self.metadata.__namespace__) || self.metadata.__namespace__ != 'y.namespace'",
+            ]
+        );
+        let rule = json!({"rule": "a.in + \"b.in\" + 'c.for\\'.if' + d.inner"});
+        assert_eq!(with_reserved_selections_escaped(&rule)["rule"], "a.__in__ + \"b.in\" + 'c.for\\'.if' + d.inner");
     }
 
     #[test]
@@ -342,7 +627,16 @@ mod tests {
         let new = json!({"items": [{"name": "b", "size": 1}, {"name": "a", "size": 5}]});
         assert_eq!(run(schema.clone(), new.clone(), None), Vec::<String>::new(), "create: no oldSelf");
         let old = json!({"items": [{"name": "a", "size": 3}, {"name": "b", "size": 2}]});
-        assert_eq!(run(schema, new, Some(old)), ["items[0].size: Invalid value: 1: may not shrink"]);
+        assert_eq!(
+            run(schema.clone(), new.clone(), Some(old.clone())),
+            ["items[0].size: Invalid value: 1: may not shrink"]
+        );
+        // With a transition rule on the list too, the items' values come from the list's
+        // conversion: the old item must still be the one with the same key, not the same index.
+        let mut shared = schema;
+        shared["properties"]["items"]["x-kubernetes-validations"] = json!([{"rule": "size(self) >= size(oldSelf)"}]);
+        let new = json!({"items": [{"name": "b", "size": 2}, {"name": "a", "size": 1}]});
+        assert_eq!(run(shared, new, Some(old)), ["items[1].size: Invalid value: 1: may not shrink"]);
     }
 
     #[test]
@@ -354,5 +648,65 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:?}");
         assert!(got[0].starts_with("spec: Invalid value: \"object\": "), "{got:?}");
         assert!(got[0].ends_with(" evaluating rule: self.missing > 1"), "{got:?}");
+    }
+
+    #[test]
+    fn rules_see_values_converted_by_the_schema_of_their_node() {
+        // Each rule passes only if `self` is converted as kube-cel converts it.
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {
+                "max-size": {"type": "integer"},
+                "namespace": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "since": {"type": "string", "format": "date-time"},
+                "every": {"type": "string", "format": "duration"},
+                "blob": {"type": "string", "format": "byte"},
+                "port": {"x-kubernetes-int-or-string": true},
+                "mode": {"type": "string", "default": "fast"},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "x-kubernetes-preserve-unknown-fields": true}},
+            "x-kubernetes-validations": [
+                {"rule": "self.max__dash__size == 3", "message": "field names are escaped"},
+                {"rule": "self.__namespace__ == 'ns'", "message": "reserved words are escaped"},
+                {"rule": "self.labels['app.kubernetes.io/name'] == 'x'", "message": "map keys are not escaped"},
+                {"rule": "self.since < timestamp('2027-01-01T00:00:00Z')", "message": "date-time is a timestamp"},
+                {"rule": "self.every == duration('90s')", "message": "duration is a duration"},
+                {"rule": "size(self.blob) == 2", "message": "byte is bytes"},
+                {"rule": "self.port == '8080'", "message": "int-or-string stays a string"},
+                {"rule": "self.mode == 'fast'", "message": "defaults are filled in"},
+                {"rule": "self.template.kind == '' && size(self.template.metadata) == 0",
+                    "message": "an embedded resource has kind and metadata"}]}}});
+        let obj = json!({"spec": {"max-size": 3, "namespace": "ns", "labels": {"app.kubernetes.io/name": "x"},
+            "since": "2026-11-27T06:00:00Z", "every": "1m30s", "blob": "aGk=", "port": "8080", "template": {}}});
+        assert_eq!(run(schema, obj, None), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_rule_reports_its_own_message_even_when_rules_repeat() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "properties": {"n": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.n > 1", "message": "first"},
+                {"rule": "self.n > 1", "message": "second", "fieldPath": ".n"},
+                {"rule": "self.n != oldSelf.n", "message": "must change"},
+                {"rule": "oldSelf != null || self.n > 5", "optionalOldSelf": true, "message": "no old self"}]}}});
+        let cases = [
+            (
+                "create: the transition rule is skipped, optionalOldSelf runs with a null oldSelf",
+                json!({"spec": {"n": 1}}),
+                None,
+                vec!["spec: Invalid value: first", "spec.n: Invalid value: second", "spec: Invalid value: no old self"],
+            ),
+            (
+                "update: the transition rule runs",
+                json!({"spec": {"n": 2}}),
+                Some(json!({"spec": {"n": 2}})),
+                vec!["spec: Invalid value: must change"],
+            ),
+            ("create: every rule that runs passes", json!({"spec": {"n": 6}}), None, vec![]),
+        ];
+        for (what, obj, old, want) in cases {
+            assert_eq!(run(schema.clone(), obj, old), want, "{what}");
+        }
     }
 }

@@ -7,24 +7,11 @@ use serde_json::{Map, Value};
 
 use super::{CrdSchema, FieldValidation, Structural};
 
-/// `metav1.ObjectMeta`'s JSON fields: anything else in a `metadata` is unknown.
-const OBJECT_META_FIELDS: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+/// Whether `key` is one of `metav1.ObjectMeta`'s JSON fields: anything else in a `metadata` is
+/// unknown.
+fn is_object_meta_field(key: &str) -> bool {
+    key == "managedFields" || crate::review::OBJECT_META_FIELDS.contains(&key)
+}
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
@@ -161,7 +148,7 @@ fn skip_prune(x: &mut Value, s: &Structural, embedded_root: bool, p: &mut Paths)
 /// reported as `<path>.metadata.<field>`.
 fn prune_metadata(o: &mut Map<String, Value>, p: &mut Paths) {
     let Some(Value::Object(meta)) = o.get_mut("metadata") else { return };
-    let unknown: Vec<String> = meta.keys().filter(|k| !OBJECT_META_FIELDS.contains(&k.as_str())).cloned().collect();
+    let unknown: Vec<String> = meta.keys().filter(|k| !is_object_meta_field(k)).cloned().collect();
     if unknown.is_empty() {
         return;
     }

@@ -198,46 +198,24 @@ fn array(s: &Structural, path: &str, items: &[Value], out: &mut Vec<Cause>) {
             validate_node(is, &index(path, i), item, out);
         }
     }
-    let len = items.len() as i64;
-    if let Some(min) = vv.min_items
-        && len < min
-    {
-        out.push(Cause::invalid_rendered(
-            path,
-            &len.to_string(),
-            &format!("{path} in {IN} should have at least {min} items"),
-        ));
-    }
-    if let Some(max) = vv.max_items
-        && len > max
-    {
-        let word = if max == 1 { "item" } else { "items" };
-        out.push(Cause {
-            reason: "FieldValueTooMany",
-            field: path.to_string(),
-            message: format!("Too many: {len}: must have at most {max} {word}"),
-        });
-    }
+    count_bounds(path, items.len(), vv.min_items, vv.max_items, "items", out);
     if vv.unique_items && items.iter().enumerate().any(|(i, a)| items[..i].contains(a)) {
         out.push(Cause::invalid_rendered(path, "\"\"", &format!("{path} in {IN} shouldn't contain duplicates")));
     }
 }
 
-fn object(s: &Structural, path: &str, o: &serde_json::Map<String, Value>, out: &mut Vec<Cause>) {
-    let vv = &s.validation;
-    let len = o.len() as i64;
-    if let Some(min) = vv.min_properties
-        && len < min
-    {
+/// `minItems`/`maxItems` of a list, `minProperties`/`maxProperties` of an object (`what`): too
+/// few is kube-openapi's message, too many is `field.TooMany` (in items, whatever is counted).
+fn count_bounds(path: &str, len: usize, min: Option<i64>, max: Option<i64>, what: &str, out: &mut Vec<Cause>) {
+    let len = len as i64;
+    if let Some(min) = min.filter(|m| len < *m) {
         out.push(Cause::invalid_rendered(
             path,
             &len.to_string(),
-            &format!("{path} in {IN} should have at least {min} properties"),
+            &format!("{path} in {IN} should have at least {min} {what}"),
         ));
     }
-    if let Some(max) = vv.max_properties
-        && len > max
-    {
+    if let Some(max) = max.filter(|m| len > *m) {
         let word = if max == 1 { "item" } else { "items" };
         out.push(Cause {
             reason: "FieldValueTooMany",
@@ -245,6 +223,11 @@ fn object(s: &Structural, path: &str, o: &serde_json::Map<String, Value>, out: &
             message: format!("Too many: {len}: must have at most {max} {word}"),
         });
     }
+}
+
+fn object(s: &Structural, path: &str, o: &serde_json::Map<String, Value>, out: &mut Vec<Cause>) {
+    let vv = &s.validation;
+    count_bounds(path, o.len(), vv.min_properties, vv.max_properties, "properties", out);
     if let Some(ap) = s.additional_schema() {
         for (k, v) in o {
             if !s.properties.contains_key(k) {
