@@ -1,9 +1,10 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
 //! (the logic lives in `jobset_api::job`), JobSet defaulting and validation (upstream's
-//! webhooks plus the CRD schema and CEL rules; the logic lives in `jobset_api::jobset`), with a
-//! warning for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, and AppWrapper
-//! validation (upstream's validating webhook; the logic lives in `jobset_api::appwrapper`), and
-//! RBAC objects' defaulting and validation (`crate::rbac`).
+//! webhooks; the logic lives in `jobset_api::jobset`; the CRD's schema and CEL rules are
+//! enforced before, by `crate::crd_schema`), with a warning for an `InPlaceRestart` JobSet whose
+//! pods run no in-place restart agent, and AppWrapper validation (upstream's validating webhook;
+//! the logic lives in `jobset_api::appwrapper`), and RBAC objects' defaulting and validation
+//! (`crate::rbac`).
 
 use std::sync::Arc;
 
@@ -68,19 +69,92 @@ impl AdmissionHook for AppWrapperAdmission {
     }
 }
 
-/// `extra` with the built-in hooks in front.
-pub fn with_builtins(extra: Admission) -> Admission {
+/// `extra` with the built-in hooks in front, but for the custom kinds of `external` (`(group,
+/// kind)`), whose admission webhooks a `jobset manager` serves.
+pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admission {
+    let builtin = |group: &str, kind: &str| !external.iter().any(|(g, k)| g == group && k == kind);
     let mut a = Admission::default();
     a.register("batch", "Job", Arc::new(JobAdmission));
-    a.register(
-        jobset_api::jobset::keys::GROUP,
-        jobset_api::jobset::keys::KIND,
-        Arc::new(JobSetAdmission { features: Default::default() }),
-    );
-    a.register(jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND, Arc::new(AppWrapperAdmission));
+    let (group, kind) = (jobset_api::jobset::keys::GROUP, jobset_api::jobset::keys::KIND);
+    if builtin(group, kind) {
+        a.register(group, kind, Arc::new(JobSetAdmission { features: Default::default() }));
+    }
+    let (group, kind) = (jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND);
+    if builtin(group, kind) {
+        a.register(group, kind, Arc::new(AppWrapperAdmission));
+    }
     for kind in crate::rbac::KINDS {
         a.register(crate::rbac::GROUP, kind, Arc::new(crate::rbac::RbacAdmission { kind }));
     }
     a.extend(extra);
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::core::{ApiResource, GroupVersionKind};
+    use serde_json::json;
+
+    use crate::{Admission, ApiServer, ServerConfig, persist};
+
+    /// Creates a JobSet only upstream's validating webhook rejects (the first replicated job
+    /// depends on another) and an AppWrapper only its webhook rejects (a nested AppWrapper);
+    /// the CRD schemas accept both. Ok(()) when stored, else the error's message.
+    async fn create_both(external: &[Kind]) -> [Result<(), String>; 2] {
+        let config = ServerConfig {
+            external_admission: external.iter().map(|(g, k)| (g.to_string(), k.to_string())).collect(),
+            ..ServerConfig::default()
+        };
+        let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), config).unwrap();
+        let create = |group: &str, version: &str, kind: &str, plural: &str, obj: serde_json::Value| {
+            let gvk = GroupVersionKind::gvk(group, version, kind);
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(server.client(), "default", &ApiResource::from_gvk_with_plural(&gvk, plural));
+            async move {
+                let obj: DynamicObject = serde_json::from_value(obj).unwrap();
+                api.create(&PostParams::default(), &obj).await.map(|_| ()).map_err(|e| e.to_string())
+            }
+        };
+        let containers = json!({"spec": {"containers": [{"name": "c", "image": "busybox"}]}});
+        let jobset = json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [{"name": "a", "dependsOn": [{"name": "b", "status": "Ready"}],
+                "template": {"spec": {"template": containers}}}, {"name": "b", "template": {"spec": {"template": containers}}}]}});
+        let nested = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "metadata": {"name": "inner"},
+            "spec": {"components": []}});
+        let appwrapper = json!({"apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper", "metadata": {"name": "aw"},
+            "spec": {"components": [{"template": nested}]}});
+        [
+            create("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", jobset).await,
+            create("workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers", appwrapper).await,
+        ]
+    }
+
+    /// A custom kind, `(group, kind)`.
+    type Kind = (&'static str, &'static str);
+
+    #[tokio::test]
+    async fn external_kinds_lose_their_built_in_admission_and_the_others_keep_it() {
+        const JOBSET: Kind = ("jobset.x-k8s.io", "JobSet");
+        const APPWRAPPER: Kind = ("workload.codeflare.dev", "AppWrapper");
+        // The external kinds, and whether the JobSet and the AppWrapper are stored.
+        let cases: [(&[Kind], [bool; 2]); 4] = [
+            (&[], [false, false]),
+            (&[JOBSET], [true, false]),
+            (&[APPWRAPPER], [false, true]),
+            (&[JOBSET, APPWRAPPER], [true, true]),
+        ];
+        for (external, stored) in cases {
+            let got = create_both(external).await;
+            assert_eq!(got.iter().map(Result::is_ok).collect::<Vec<_>>(), stored, "external {external:?}: {got:?}");
+            let denials = got.iter().filter_map(|r| r.as_ref().err());
+            for e in denials {
+                assert!(
+                    e.contains("DependsOn can't be set for the first ReplicatedJob")
+                        || e.contains("Nested AppWrappers"),
+                    "external {external:?}: {e}"
+                );
+            }
+        }
+    }
 }

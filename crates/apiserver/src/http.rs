@@ -57,6 +57,11 @@ pub struct ServerConfig {
     /// `<name>.<namespace>.svc:<port>` → `host:port`, before the Service is looked up
     /// ([`crate::webhook::resolve_service`]).
     pub webhook_service_addresses: HashMap<String, String>,
+    /// Custom kinds, as `(group, kind)`, whose built-in admission (upstream's webhook defaulting
+    /// and validation of JobSet and AppWrapper, run in-process) is left out because a
+    /// `jobset manager` serves those webhooks and the registered webhook configurations call it,
+    /// as on a real cluster. Their CRD schemas are still enforced. Empty: all built in.
+    pub external_admission: Vec<(String, String)>,
 }
 
 /// A source of the current time (the system clock unless a test injects another).
@@ -103,6 +108,7 @@ impl Default for ServerConfig {
             retry_after_seconds: 1,
             clock: Clock::system(),
             webhook_service_addresses: HashMap::new(),
+            external_admission: Vec::new(),
         }
     }
 }

@@ -48,6 +48,17 @@ pub enum External {
     Appwrapper,
 }
 
+impl External {
+    /// The `(group, kind)` whose controller and admission webhooks the manager runs.
+    fn kind(self) -> (String, String) {
+        let (group, kind) = match self {
+            External::Jobset => (jobset_api::jobset::keys::GROUP, jobset_api::jobset::keys::KIND),
+            External::Appwrapper => (jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND),
+        };
+        (group.to_string(), kind.to_string())
+    }
+}
+
 /// The local cluster's timings, shared by `jobset up` and `jobset run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct TimingArgs {
@@ -115,6 +126,9 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
     config.log_dir = Some(opts.state_dir.join("logs"));
     config.max_requests_inflight = opts.inflight.max_requests_inflight;
     config.max_mutating_requests_inflight = opts.inflight.max_mutating_requests_inflight;
+    // As on a real cluster, the external manager's webhooks admit its kinds, once the webhook
+    // configurations that call them are applied (config/webhook/); the CRD schemas still apply.
+    config.external_admission = opts.external.iter().map(|e| e.kind()).collect();
     let server = ApiServer::new(backend, Admission::default(), config).map_err(anyhow::Error::msg)?;
     let addr = SocketAddr::from(([127, 0, 0, 1], opts.port));
     let listener = match tokio::net::TcpListener::bind(addr).await {

@@ -38,8 +38,11 @@ pub struct UpArgs {
     #[arg(long, default_value = "simulated", value_parser = ["simulated", "process"])]
     pub runtime: String,
     /// Controllers not to run, because a `jobset manager` runs them in a process of its own, as
-    /// on a real cluster with JobSet installed (comma-separated). The API server, the Job
-    /// controller, the scheduler and the nodes run as before.
+    /// on a real cluster with JobSet installed (comma-separated). Their kinds' defaulting and
+    /// validation is left to the manager's admission webhooks too: apply config/ (its webhook
+    /// configurations) before creating JobSets or AppWrappers, or they are admitted by their
+    /// CRD schemas alone. The API server, the Job controller, the scheduler and the nodes run
+    /// as before.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "CONTROLLERS")]
     pub external_controllers: Vec<crate::cluster::External>,
     #[command(flatten)]

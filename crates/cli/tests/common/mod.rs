@@ -3,6 +3,7 @@
 // Each test binary uses a subset of this module.
 #![allow(dead_code)]
 
+pub mod pair;
 pub mod tracker;
 
 use std::path::{Path, PathBuf};
