@@ -347,27 +347,6 @@ pub(crate) const K8S_MARKERS: &[(&str, &str, &str)] = &[
     ("io.k8s.api.core.v1.ContainerRestartRuleOnExitCodes", "values", SET_LIST),
     ("io.k8s.api.core.v1.DownwardAPIProjection", "items", ATOMIC_LIST),
     ("io.k8s.api.core.v1.DownwardAPIVolumeSource", "items", ATOMIC_LIST),
-    ("io.k8s.api.core.v1.EphemeralContainer", "args", ATOMIC_LIST),
-    ("io.k8s.api.core.v1.EphemeralContainer", "command", ATOMIC_LIST),
-    ("io.k8s.api.core.v1.EphemeralContainer", "env", MAP_BY_NAME),
-    ("io.k8s.api.core.v1.EphemeralContainer", "envFrom", ATOMIC_LIST),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "ports",
-        r#"{"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["containerPort","protocol"]}"#,
-    ),
-    ("io.k8s.api.core.v1.EphemeralContainer", "resizePolicy", ATOMIC_LIST),
-    ("io.k8s.api.core.v1.EphemeralContainer", "restartPolicyRules", ATOMIC_LIST),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "volumeDevices",
-        r#"{"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["devicePath"]}"#,
-    ),
-    (
-        "io.k8s.api.core.v1.EphemeralContainer",
-        "volumeMounts",
-        r#"{"x-kubernetes-list-type":"map","x-kubernetes-list-map-keys":["mountPath"]}"#,
-    ),
     ("io.k8s.api.core.v1.ExecAction", "command", ATOMIC_LIST),
     ("io.k8s.api.core.v1.FCVolumeSource", "targetWWNs", ATOMIC_LIST),
     ("io.k8s.api.core.v1.FCVolumeSource", "wwids", ATOMIC_LIST),
@@ -494,7 +473,10 @@ fn apply_k8s_markers(def_name: &str, def: &mut Value) {
             json!({"type": "string", "description": "jobset-rs extension (local mode): the reason of the Job's Failed condition when this FailJob rule matches; default PodFailurePolicy."}),
         );
     }
-    for (_, field, keys) in K8S_MARKERS.iter().filter(|(d, _, _)| *d == def_name) {
+    // An EphemeralContainer has a Container's fields (`EphemeralContainerCommon`), markers included.
+    let markers_of =
+        if def_name == "io.k8s.api.core.v1.EphemeralContainer" { "io.k8s.api.core.v1.Container" } else { def_name };
+    for (_, field, keys) in K8S_MARKERS.iter().filter(|(d, _, _)| *d == markers_of) {
         let Ok(keys) = serde_json::from_str::<Map<String, Value>>(keys) else { continue };
         let target = if field.is_empty() { Some(&mut *def) } else { def.pointer_mut(&format!("/properties/{field}")) };
         if let Some(Value::Object(t)) = target {

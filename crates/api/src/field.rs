@@ -26,8 +26,6 @@ pub enum ErrorKind {
     TooMany,
     Duplicate,
     TooLong,
-    /// `field.TypeInvalid` (CRD schema type mismatches); renders as `Invalid value`.
-    TypeInvalid,
     /// `field.InternalError`; the value is never shown.
     Internal,
 }
@@ -43,7 +41,6 @@ impl ErrorKind {
             ErrorKind::TooMany => "Too many",
             ErrorKind::Duplicate => "Duplicate value",
             ErrorKind::TooLong => "Too long",
-            ErrorKind::TypeInvalid => "Invalid value",
             ErrorKind::Internal => "Internal error",
         }
     }
@@ -130,11 +127,6 @@ impl FieldError {
         }
     }
 
-    /// `field.TypeInvalid(path, value, detail)`.
-    pub fn type_invalid(field: impl Into<String>, value: &Value, detail: impl Into<String>) -> Self {
-        Self { field: field.into(), kind: ErrorKind::TypeInvalid, detail: detail.into(), value: Some(render(value)) }
-    }
-
     /// `field.InternalError(path, err)`; a nil path renders as `<nil>`.
     pub fn internal(field: impl Into<String>, detail: impl Into<String>) -> Self {
         Self { field: field.into(), kind: ErrorKind::Internal, detail: detail.into(), value: None }
@@ -150,7 +142,6 @@ impl FieldError {
             ErrorKind::TooMany => "FieldValueTooMany",
             ErrorKind::Duplicate => "FieldValueDuplicate",
             ErrorKind::TooLong => "FieldValueTooLong",
-            ErrorKind::TypeInvalid => "FieldValueTypeInvalid",
             ErrorKind::Internal => "InternalError",
         }
     }
@@ -316,11 +307,6 @@ mod tests {
             (FieldError::too_many("r", 2, 1), "FieldValueTooMany", "Too many: 2: must have at most 1 item"),
             (FieldError::duplicate("v[1]", &json!(3)), "FieldValueDuplicate", "Duplicate value: 3"),
             (FieldError::too_long("m", 63), "FieldValueTooLong", "Too long: may not be more than 63 bytes"),
-            (
-                FieldError::type_invalid("r", &json!("string"), "r in body must be of type integer: \"string\""),
-                "FieldValueTypeInvalid",
-                r#"Invalid value: "string": r in body must be of type integer: "string""#,
-            ),
             (FieldError::internal("<nil>", "boom"), "InternalError", "Internal error: boom"),
         ];
         for (err, reason, message) in cases {

@@ -8,5 +8,4 @@ pub mod crds;
 pub mod field;
 pub mod job;
 pub mod jobset;
-pub(crate) mod schema;
 pub mod validation;

@@ -54,7 +54,7 @@ impl ApiServer {
     ) -> Result<Arc<ApiServer>, String> {
         let registry = Arc::new(Registry::with_builtins());
         let store = Store::open(backend, registry, config.store.clone())?;
-        let mut admission = builtin::with_builtins(admission);
+        let mut admission = builtin::with_builtins(admission, &config.external_admission);
         webhook::register(&mut admission);
         let inflight = http::Inflight::new(&config);
         let server = Arc::new(ApiServer {
@@ -95,8 +95,19 @@ impl ApiServer {
         for crd in crds {
             let name = crd.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
             self.store.write(|txn| {
-                if txn.get(&Txn::key(&crd_def, "", &name)).is_none() {
-                    ops::create(txn, &ctx, &crd_def, "", crd)?;
+                match txn.get(&Txn::key(&crd_def, "", &name)) {
+                    None => {
+                        ops::create(txn, &ctx, &crd_def, "", crd)?;
+                    }
+                    // Written by another binary (an older one kept an open schema): this one's
+                    // spec replaces it, as an operator upgrading CRDs would; the custom resources
+                    // stay as stored.
+                    Some(cur) if cur.value().get("spec") != crd.get("spec") => {
+                        let mut upgraded = cur.value();
+                        upgraded["spec"] = crd["spec"].clone();
+                        ops::update(txn, &ctx, &crd_def, "", &name, upgraded, ops::Target::Main, Some(cur), None)?;
+                    }
+                    Some(_) => {}
                 }
                 Ok(())
             })?;

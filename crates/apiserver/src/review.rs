@@ -196,8 +196,9 @@ pub struct AccessReview {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
-/// ObjectMeta's fields in Go's order (how `json.Marshal` renders one in a message).
-const OBJECT_META_FIELDS: [&str; 14] = [
+/// ObjectMeta's fields in Go's order (how `json.Marshal` renders one in a message), but
+/// `managedFields`, which a message never shows.
+pub(crate) const OBJECT_META_FIELDS: [&str; 14] = [
     "name",
     "generateName",
     "namespace",

@@ -182,3 +182,71 @@ async fn updates_may_suspend_but_not_change_templates() {
     assert_eq!(stored["spec"]["components"][0]["podSetInfos"][0]["nodeSelector"]["zone"], "a");
     assert_eq!(stored["spec"]["components"][0]["template"], created["spec"]["components"][0]["template"]);
 }
+
+/// The CRD's schema, not the webhook, rejects a spec of the wrong shape, with kube-apiserver's
+/// causes (the webhook never sees it); `null` members count as absent.
+#[tokio::test]
+async fn a_spec_of_the_wrong_shape_is_rejected_by_the_crd_schema() {
+    let app = ApiServer::in_memory().router();
+    let type_invalid = |field: &str, got: &str, want: &str| {
+        (
+            "FieldValueTypeInvalid".to_string(),
+            field.to_string(),
+            format!("Invalid value: \"{got}\": {field} in body must be of type {want}: \"{got}\""),
+        )
+    };
+    let cases: Vec<(Aw, Causes)> = vec![
+        (
+            Aw::job("components-not-a-list").with("/spec/components", json!("x")),
+            vec![type_invalid("spec.components", "string", "array")],
+        ),
+        (Aw::job("spec-not-an-object").with("/spec", json!([1])), vec![type_invalid("spec", "array", "object")]),
+        (
+            Aw::job("component-not-an-object").with("/spec/components", json!([3])),
+            vec![type_invalid("spec.components[0]", "integer", "object")],
+        ),
+        (
+            Aw::job("pod-set-fields")
+                .with("/spec/components/0/podSets", json!([{"replicas": "2", "path": 7, "annotations": {"a": 1}}])),
+            vec![
+                type_invalid("spec.components[0].podSets[0].annotations.a", "integer", "string"),
+                type_invalid("spec.components[0].podSets[0].path", "integer", "string"),
+                type_invalid("spec.components[0].podSets[0].replicas", "string", "integer"),
+            ],
+        ),
+        (
+            Aw::job("replicas-beyond-int32").with("/spec/components/0/podSets/0/replicas", json!(3_000_000_000u64)),
+            owned(&[(
+                "FieldValueInvalid",
+                "<nil>",
+                "Invalid value: \"\": Checked value must be of type integer with format int32 in spec.components[0].podSets[0].replicas",
+            )]),
+        ),
+        (
+            Aw::job("suspend-and-managed-by").with("/spec/suspend", json!("yes")).with("/spec/managedBy", json!(1)),
+            vec![
+                type_invalid("spec.managedBy", "integer", "string"),
+                type_invalid("spec.suspend", "string", "boolean"),
+            ],
+        ),
+        (
+            Aw::job("pod-set-info").with("/spec/components/0/podSetInfos", json!([{"tolerations": "none"}])),
+            vec![type_invalid("spec.components[0].podSetInfos[0].tolerations", "string", "array")],
+        ),
+    ];
+    for (aw, want) in cases {
+        let name = aw.0["metadata"]["name"].as_str().unwrap().to_string();
+        let (code, status) = send(&app, Method::POST, APPWRAPPERS, &aw.0).await;
+        assert_eq!(invalid(code, &status, &name), want, "{name}");
+    }
+    let nulls = Aw::job("nulls")
+        .with("/spec/managedBy", Value::Null)
+        .with("/spec/components/0/annotations", Value::Null)
+        .with("/spec/components/0/podSetInfos", Value::Null)
+        .with(
+            "/spec/components/0/podSets",
+            json!([{"replicas": 2, "path": "template.spec.template", "annotations": null}]),
+        );
+    let (code, created) = send(&app, Method::POST, APPWRAPPERS, &nulls.0).await;
+    assert_eq!(code, 201, "{created}");
+}

@@ -1,5 +1,6 @@
 //! JobSet admission is built in: upstream's webhook defaults on create, and the CRD schema, CEL
-//! rules and webhook checks reject bad JobSets with kube-apiserver's 422 Status.
+//! rules (the server's, before admission) and webhook checks reject bad JobSets with
+//! kube-apiserver's 422 Status. A restart brings a stored JobSet CRD up to this binary's.
 
 mod common;
 
@@ -31,6 +32,14 @@ fn jobset(name: &str) -> Value {
         },
     })
 }
+
+/// Changes a JobSet in place, for a table of cases.
+type Mutate = fn(&mut Value);
+/// A wanted Status cause: reason, field, message.
+type Cause<'a> = (&'a str, &'a str, &'a str);
+
+/// Rules were not run because the object already failed the schema (`hasBlockingErr`).
+const NOT_CHECKED: &str = "Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
 
 /// Asserts a 422 Invalid Status for the JobSet `name` and returns its causes.
 fn invalid(code: u16, status: &Value, name: &str) -> Causes {
@@ -240,4 +249,342 @@ async fn a_claim_policy_checks_the_claim_that_already_exists() {
     js["spec"]["volumeClaimPolicies"][0]["templates"][0]["spec"]["accessModes"] = json!(["ReadWriteOnce"]);
     let (code, status) = send(&app, Method::POST, JOBSETS, &js).await;
     assert_eq!(code, 201, "{status}");
+}
+
+/// Sets the field at JSON pointer `pointer`, creating missing objects on the way.
+fn set(v: &mut Value, pointer: &str, value: Value) {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    let mut cur = v;
+    for seg in parent.split('/').skip(1) {
+        cur = match cur {
+            Value::Array(items) => &mut items[seg.parse::<usize>().unwrap()],
+            other => other.as_object_mut().unwrap().entry(seg).or_insert_with(|| json!({})),
+        };
+    }
+    match cur {
+        Value::Array(items) => items[key.parse::<usize>().unwrap()] = value,
+        other => {
+            other.as_object_mut().unwrap_or_else(|| panic!("{pointer}")).insert(key.to_string(), value);
+        }
+    }
+}
+
+/// Every rule of the JobSet CRD's schema and CEL rules (type, required, enum, maxItems, minimum,
+/// int32 format, list-map key, cross-field rules): the API server enforces them before admission,
+/// with kube-apiserver's causes; a blocking schema error leaves the CEL rules unchecked.
+#[tokio::test]
+async fn the_crd_schema_and_cel_rules_reject_bad_jobsets_with_kube_apiserver_s_causes() {
+    let app = ApiServer::in_memory().router();
+    let not_checked = ("FieldValueInvalid", "<nil>", NOT_CHECKED);
+    let actions = "\"FailJobSet\", \"RestartJobSet\", \"RestartJobSetAndIgnoreMaxRestarts\", \"RestartJob\", \"RestartJobAndIgnoreMaxRestarts\", \"RestartReplicatedJob\", \"RestartReplicatedJobAndIgnoreMaxRestarts\", \"FailJob\"";
+    let action_unsupported = format!("Unsupported value: \"Foo\": supported values: {actions}");
+    let cases: Vec<(&str, Mutate, Vec<Cause>)> = vec![
+        (
+            "action-outside-the-enum",
+            |v| set(v, "/spec/failurePolicy/rules/0/action", json!("Foo")),
+            vec![("FieldValueNotSupported", "spec.failurePolicy.rules[0].action", &action_unsupported), not_checked],
+        ),
+        (
+            "fractional-ttl",
+            |v| set(v, "/spec/ttlSecondsAfterFinished", json!(1.5)),
+            vec![
+                (
+                    "FieldValueTypeInvalid",
+                    "spec.ttlSecondsAfterFinished",
+                    "Invalid value: \"number\": spec.ttlSecondsAfterFinished in body must be of type integer: \"number\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "network-not-an-object",
+            |v| set(v, "/spec/network", json!("x")),
+            vec![
+                (
+                    "FieldValueTypeInvalid",
+                    "spec.network",
+                    "Invalid value: \"string\": spec.network in body must be of type object: \"string\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "suspend-not-a-boolean",
+            |v| set(v, "/spec/suspend", json!("yes")),
+            vec![
+                (
+                    "FieldValueTypeInvalid",
+                    "spec.suspend",
+                    "Invalid value: \"string\": spec.suspend in body must be of type boolean: \"string\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "replicated-job-without-a-name",
+            |v| {
+                v["spec"]["replicatedJobs"][0].as_object_mut().unwrap().remove("name");
+            },
+            vec![("FieldValueRequired", "spec.replicatedJobs[0].name", "Required value"), not_checked],
+        ),
+        (
+            "rule-without-an-action",
+            |v| {
+                v["spec"]["failurePolicy"]["rules"][0].as_object_mut().unwrap().remove("action");
+            },
+            vec![("FieldValueRequired", "spec.failurePolicy.rules[0].action", "Required value"), not_checked],
+        ),
+        (
+            "restart-strategy-outside-the-enum",
+            |v| set(v, "/spec/failurePolicy/restartStrategy", json!("Never")),
+            vec![
+                (
+                    "FieldValueNotSupported",
+                    "spec.failurePolicy.restartStrategy",
+                    "Unsupported value: \"Never\": supported values: \"Recreate\", \"BlockingRecreate\", \"InPlaceRestart\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "success-operator-outside-the-enum",
+            |v| set(v, "/spec/successPolicy", json!({"operator": "Some"})),
+            vec![
+                (
+                    "FieldValueNotSupported",
+                    "spec.successPolicy.operator",
+                    "Unsupported value: \"Some\": supported values: \"All\", \"Any\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "startup-order-outside-the-enum",
+            |v| set(v, "/spec/startupPolicy", json!({"startupPolicyOrder": "Random"})),
+            vec![
+                (
+                    "FieldValueNotSupported",
+                    "spec.startupPolicy.startupPolicyOrder",
+                    "Unsupported value: \"Random\": supported values: \"AnyOrder\", \"InOrder\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "depends-on-status-outside-the-enum",
+            |v| set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Done"}])),
+            vec![
+                (
+                    "FieldValueNotSupported",
+                    "spec.replicatedJobs[1].dependsOn[0].status",
+                    "Unsupported value: \"Done\": supported values: \"Ready\", \"Complete\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "when-deleted-outside-the-enum",
+            |v| {
+                set(
+                    v,
+                    "/spec/volumeClaimPolicies",
+                    json!([{"templates": [], "retentionPolicy": {"whenDeleted": "Keep"}}]),
+                )
+            },
+            vec![
+                (
+                    "FieldValueNotSupported",
+                    "spec.volumeClaimPolicies[0].retentionPolicy.whenDeleted",
+                    "Unsupported value: \"Keep\": supported values: \"Delete\", \"Retain\"",
+                ),
+                not_checked,
+            ],
+        ),
+        (
+            "more-than-five-depends-on",
+            |v| {
+                let deps = (0..6).map(|i| json!({"name": format!("d{i}"), "status": "Ready"})).collect();
+                set(v, "/spec/replicatedJobs/1/dependsOn", Value::Array(deps));
+            },
+            vec![
+                ("FieldValueTooMany", "spec.replicatedJobs[1].dependsOn", "Too many: 6: must have at most 5 items"),
+                not_checked,
+            ],
+        ),
+        // A bound does not block the CEL rules.
+        (
+            "negative-replicas",
+            |v| set(v, "/spec/replicatedJobs/0/replicas", json!(-1)),
+            vec![(
+                "FieldValueInvalid",
+                "spec.replicatedJobs[0].replicas",
+                "Invalid value: -1: spec.replicatedJobs[0].replicas in body should be greater than or equal to 0",
+            )],
+        ),
+        (
+            "negative-ttl",
+            |v| set(v, "/spec/ttlSecondsAfterFinished", json!(-5)),
+            vec![(
+                "FieldValueInvalid",
+                "spec.ttlSecondsAfterFinished",
+                "Invalid value: -5: spec.ttlSecondsAfterFinished in body should be greater than or equal to 0",
+            )],
+        ),
+        (
+            "replicas-beyond-int32",
+            |v| set(v, "/spec/replicatedJobs/0/replicas", json!(4294967296i64)),
+            vec![(
+                "FieldValueInvalid",
+                "<nil>",
+                "Invalid value: \"\": Checked value must be of type integer with format int32 in spec.replicatedJobs[0].replicas",
+            )],
+        ),
+        (
+            "duplicate-replicated-job-names",
+            |v| set(v, "/spec/replicatedJobs/1/name", json!("leader")),
+            vec![("FieldValueDuplicate", "spec.replicatedJobs[1]", "Duplicate value: {\"name\":\"leader\"}")],
+        ),
+        (
+            "in-order-startup-with-depends-on",
+            |v| {
+                set(v, "/spec/startupPolicy", json!({"startupPolicyOrder": "InOrder"}));
+                set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
+            },
+            vec![(
+                "FieldValueInvalid",
+                "spec",
+                "Invalid value: StartupPolicy and DependsOn APIs are mutually exclusive",
+            )],
+        ),
+        (
+            "volume-claim-template-with-a-namespace",
+            |v| {
+                set(
+                    v,
+                    "/spec/volumeClaimPolicies",
+                    json!([{"templates": [{"metadata": {"name": "data", "namespace": "x"}}]}]),
+                )
+            },
+            vec![(
+                "FieldValueInvalid",
+                "spec.volumeClaimPolicies[0]",
+                "Invalid value: namespace cannot be set for VolumeClaimPolicies templates",
+            )],
+        ),
+    ];
+    for (name, mutate, want) in cases {
+        let mut js = jobset(name);
+        mutate(&mut js);
+        let (code, status) = send(&app, Method::POST, JOBSETS, &js).await;
+        assert_eq!(invalid(code, &status, name), owned(&want), "{name}");
+        let (code, _) = send(&app, Method::GET, &format!("{JOBSETS}/{name}"), &json!({})).await;
+        assert_eq!(code, 404, "{name} was stored");
+    }
+}
+
+/// The CRD's `self == oldSelf` rules make the policies and `dependsOn` immutable, with
+/// kube-apiserver's `Value is immutable`; leaving out a field the schema defaults is no change.
+#[tokio::test]
+async fn the_crd_s_immutability_rules_reject_updates_and_schema_defaults_apply_on_update() {
+    let app = ApiServer::in_memory().router();
+    let mut js = jobset("upd");
+    set(&mut js, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}]));
+    set(
+        &mut js,
+        "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
+        json!([{"name": "data", "mountPath": "/d"}]),
+    );
+    set(&mut js, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
+    set(&mut js, "/spec/network", json!({"subdomain": "s"}));
+    let (code, created) = send(&app, Method::POST, JOBSETS, &js).await;
+    assert_eq!(code, 201, "{created}");
+    let uri = format!("{JOBSETS}/upd");
+    let immutable = |field: &'static str| ("FieldValueInvalid", field, "Invalid value: Value is immutable");
+    let cases: Vec<(Mutate, Vec<Cause>)> = vec![
+        (|v| set(v, "/spec/network/subdomain", json!("other")), vec![immutable("spec.network")]),
+        (|v| set(v, "/spec/successPolicy/operator", json!("Any")), vec![immutable("spec.successPolicy")]),
+        (|v| set(v, "/spec/failurePolicy/maxRestarts", json!(9)), vec![immutable("spec.failurePolicy")]),
+        (
+            |v| set(v, "/spec/startupPolicy/startupPolicyOrder", json!("InOrder")),
+            vec![
+                ("FieldValueInvalid", "spec", "Invalid value: StartupPolicy and DependsOn APIs are mutually exclusive"),
+                immutable("spec.startupPolicy"),
+            ],
+        ),
+        (
+            |v| set(v, "/spec/volumeClaimPolicies/0/retentionPolicy/whenDeleted", json!("Retain")),
+            vec![immutable("spec.volumeClaimPolicies")],
+        ),
+        (
+            |v| set(v, "/spec/replicatedJobs/1/dependsOn/0/status", json!("Complete")),
+            vec![immutable("spec.replicatedJobs[1].dependsOn")],
+        ),
+    ];
+    for (mutate, want) in cases {
+        let mut changed = created.clone();
+        mutate(&mut changed);
+        let (code, status) = send(&app, Method::PUT, &uri, &changed).await;
+        assert_eq!(invalid(code, &status, "upd"), owned(&want));
+    }
+    let mut omitted = created.clone();
+    for pointer in ["/spec/replicatedJobs/0", "/spec/failurePolicy", "/spec/volumeClaimPolicies/0/retentionPolicy"] {
+        let field = ["replicas", "groupName", "restartStrategy", "whenDeleted"];
+        let obj = omitted.pointer_mut(pointer).and_then(Value::as_object_mut).unwrap();
+        field.iter().for_each(|f| {
+            obj.remove(*f);
+        });
+    }
+    let (code, updated) = send(&app, Method::PUT, &uri, &omitted).await;
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["spec"], created["spec"], "the schema defaults came back");
+    assert_eq!(updated["metadata"]["generation"], 1, "no change");
+}
+
+/// A data dir written by a binary whose JobSet CRD had an open schema: on the next start the
+/// CRD's spec is this binary's (the schema is enforced) and the stored JobSets are kept as they
+/// were; a start with the CRD already current writes nothing.
+#[tokio::test]
+async fn a_restart_upgrades_a_stored_preinstalled_crd_and_keeps_the_jobsets() {
+    use jobset_apiserver::persist::Redb;
+    let dir = tempfile::tempdir().unwrap();
+    let open =
+        || ApiServer::new(Box::new(Redb::open(dir.path()).unwrap()), Default::default(), Default::default()).unwrap();
+    let crd_uri = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/jobsets.jobset.x-k8s.io";
+    let (current_spec, old_rv) = {
+        let app = open().router();
+        let (code, crd) = send(&app, Method::GET, crd_uri, &json!({})).await;
+        assert_eq!(code, 200, "{crd}");
+        let mut old = crd.clone();
+        for version in old["spec"]["versions"].as_array_mut().unwrap() {
+            version["schema"] =
+                json!({"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}});
+        }
+        let (code, stored) = send(&app, Method::PUT, crd_uri, &old).await;
+        assert_eq!(code, 200, "{stored}");
+        let mut js = jobset("kept");
+        js["spec"]["failurPolicy"] = json!({"maxRestarts": 1});
+        let (code, created) = send(&app, Method::POST, JOBSETS, &js).await;
+        assert_eq!(code, 201, "{created}");
+        assert_eq!(created["spec"]["failurPolicy"], json!({"maxRestarts": 1}), "the open schema keeps it");
+        (crd["spec"].clone(), stored["metadata"]["resourceVersion"].clone())
+    };
+
+    let app = open().router();
+    let (_, crd) = send(&app, Method::GET, crd_uri, &json!({})).await;
+    assert_eq!(crd["spec"], current_spec, "upgraded");
+    assert_ne!(crd["metadata"]["resourceVersion"], old_rv);
+    let (code, kept) = send(&app, Method::GET, &format!("{JOBSETS}/kept"), &json!({})).await;
+    assert_eq!(code, 200, "{kept}");
+    assert_eq!(kept["spec"]["failurPolicy"], json!({"maxRestarts": 1}), "stored objects are not rewritten");
+    let mut js = jobset("new");
+    js["spec"]["failurPolicy"] = json!({"maxRestarts": 1});
+    let (code, created) = send(&app, Method::POST, JOBSETS, &js).await;
+    assert_eq!(code, 201, "{created}");
+    assert!(created["spec"].get("failurPolicy").is_none(), "the new schema prunes: {created}");
+    let upgraded_rv = crd["metadata"]["resourceVersion"].clone();
+    drop(app);
+
+    let app = open().router();
+    let (_, crd) = send(&app, Method::GET, crd_uri, &json!({})).await;
+    assert_eq!(crd["metadata"]["resourceVersion"], upgraded_rv, "an up-to-date CRD is left alone");
 }

@@ -9,18 +9,17 @@
 //! create every kind. Upstream's Kueue checks (`jobframework.ValidateJobOnCreate`) are not done
 //! either: there is no Kueue here.
 //!
-//! The CRD's schema is open, so the shape of what the typed API reads (`spec.components` a list,
-//! a podSet's `replicas` an integer, ...) is checked here first, worded as kube-apiserver words
-//! CRD schema errors; a wrong shape stops there.
+//! The shape of the spec (`spec.components` a list, a podSet's `replicas` an int32, ...) is the
+//! CRD schema's, which the API server enforces before admission; a spec that still does not
+//! decode gets one `failed to decode` error here.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::keys;
 use super::podsets::{check_pod_template, infer_pod_sets, validate_pod_sets};
-use super::types::{AppWrapperPodSetInfo, AppWrapperSpec};
+use super::types::AppWrapperSpec;
 use crate::field::FieldError;
-use crate::schema::{Schema, arr, check, obj, string, type_error};
 
 /// Upstream's message for every immutability violation.
 pub const IMMUTABLE: &str = "attempt to change immutable field";
@@ -169,37 +168,8 @@ fn go_json_of<T: Serialize>(v: &T) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Decoding: the shape of what the typed API reads
+// Decoding
 // ---------------------------------------------------------------------------------------------
-
-/// The part of the API's shape checked before decoding (a component's template is upstream's raw
-/// JSON, checked by the webhook itself).
-fn spec_shape() -> Schema {
-    let int32 = || Schema::Int32 { minimum: None };
-    let pod_set = obj(vec![("replicas", int32()), ("path", string()), ("annotations", Schema::StringMap)], &[]);
-    let component = obj(
-        vec![
-            ("annotations", Schema::StringMap),
-            ("podSets", arr(pod_set)),
-            ("podSetInfos", arr(Schema::Custom(check_pod_set_info))),
-            ("template", Schema::Any),
-        ],
-        &[],
-    );
-    obj(vec![("components", arr(component)), ("suspend", Schema::Bool), ("managedBy", string())], &[])
-}
-
-/// A podSetInfo's deeper fields (tolerations, scheduling gates) must decode as their API types.
-fn check_pod_set_info(v: &Value, path: &str, errs: &mut Vec<FieldError>) {
-    if !v.is_object() {
-        return errs.push(type_error(path, v, "object"));
-    }
-    let mut info = v.clone();
-    strip_nulls(&mut info);
-    if let Err(e) = AppWrapperPodSetInfo::deserialize(&info) {
-        errs.push(FieldError::invalid_omit(path, format!("not a podSetInfo: {e}")));
-    }
-}
 
 /// Drops `null` members, which Go decodes as absent and serde's defaults do not accept.
 fn strip_nulls(v: &mut Value) {
@@ -213,14 +183,9 @@ fn strip_nulls(v: &mut Value) {
     }
 }
 
-/// The spec as the typed API reads it, or the shape errors that prevent reading it.
+/// The spec as the typed API reads it, or the error that prevents reading it.
 fn decode(obj: &Value) -> Result<AppWrapperSpec, Vec<FieldError>> {
     let Some(spec) = obj.get("spec").filter(|s| !s.is_null()) else { return Ok(AppWrapperSpec::default()) };
-    let mut errs = Vec::new();
-    check(spec, &spec_shape(), "spec", &mut errs);
-    if !errs.is_empty() {
-        return Err(errs);
-    }
     // Nulls go everywhere but in templates, which are kept exactly as sent.
     let mut spec = spec.clone();
     let templates: Vec<Value> = match spec.get_mut("components").and_then(Value::as_array_mut) {
@@ -484,77 +449,32 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_spec_gets_field_errors_not_a_panic() {
-        let cases = vec![
-            case(
-                "components_not_a_list",
-                |v| v["spec"]["components"] = json!("x"),
-                &[
-                    r#"spec.components: Invalid value: "string": spec.components in body must be of type array: "string""#,
-                ],
-            ),
-            case(
-                "spec_not_an_object",
-                |v| v["spec"] = json!([1]),
-                &[r#"spec: Invalid value: "array": spec in body must be of type object: "array""#],
-            ),
-            case(
-                "component_not_an_object",
-                |v| v["spec"]["components"][0] = json!(3),
-                &[
-                    r#"spec.components[0]: Invalid value: "integer": spec.components[0] in body must be of type object: "integer""#,
-                ],
-            ),
-            case(
-                "pod_set_fields_of_the_wrong_type",
-                |v| component(v, 0)["podSets"][0] = json!({"replicas": "2", "path": 7, "annotations": {"a": 1}}),
-                &[
-                    r#"spec.components[0].podSets[0].replicas: Invalid value: "string": spec.components[0].podSets[0].replicas in body must be of type integer: "string""#,
-                    r#"spec.components[0].podSets[0].path: Invalid value: "integer": spec.components[0].podSets[0].path in body must be of type string: "integer""#,
-                    r#"spec.components[0].podSets[0].annotations.a: Invalid value: "integer": spec.components[0].podSets[0].annotations.a in body must be of type string: "integer""#,
-                ],
-            ),
-            case(
-                "replicas_beyond_int32",
-                |v| component(v, 0)["podSets"][0]["replicas"] = json!(3_000_000_000u64),
-                &[
-                    "spec.components[0].podSets[0].replicas: Invalid value: 3000000000: spec.components[0].podSets[0].replicas in body should be less than or equal to 2147483647",
-                ],
-            ),
-            case(
-                "suspend_and_managed_by_of_the_wrong_type",
-                |v| {
-                    v["spec"]["suspend"] = json!("yes");
-                    v["spec"]["managedBy"] = json!(1);
-                },
-                &[
-                    r#"spec.suspend: Invalid value: "string": spec.suspend in body must be of type boolean: "string""#,
-                    r#"spec.managedBy: Invalid value: "integer": spec.managedBy in body must be of type string: "integer""#,
-                ],
-            ),
-            case(
-                "nulls_are_absent_values",
-                |v| {
-                    v["spec"]["managedBy"] = Value::Null;
-                    component(v, 0)["annotations"] = Value::Null;
-                    component(v, 0)["podSetInfos"] = Value::Null;
-                    component(v, 0)["podSets"][0]["annotations"] = Value::Null;
-                },
-                &[],
-            ),
+    fn a_spec_the_api_server_would_not_have_let_through_gets_one_decode_error_not_a_panic() {
+        let malformed: Vec<fn(&mut Value)> = vec![
+            |v| v["spec"]["components"] = json!("x"),
+            |v| v["spec"] = json!([1]),
+            |v| v["spec"]["components"][0] = json!(3),
+            |v| component(v, 0)["podSets"][0] = json!({"replicas": "2", "path": 7}),
+            |v| component(v, 0)["podSets"][0]["replicas"] = json!(3_000_000_000u64),
+            |v| v["spec"]["suspend"] = json!("yes"),
+            |v| component(v, 0)["podSetInfos"] = json!([{"tolerations": "none"}]),
         ];
-        run_create(cases);
-
+        for (i, mutate) in malformed.into_iter().enumerate() {
+            let mut v = base();
+            mutate(&mut v);
+            let errs = rendered(validate_appwrapper(&v, NS));
+            assert_eq!(errs.len(), 1, "case {i}: {errs:?}");
+            assert!(errs[0].starts_with("spec: Invalid value: failed to decode: "), "case {i}: {errs:?}");
+            // The update checks decode the same way.
+            assert_eq!(rendered(validate_appwrapper_update(&v, &base())), errs, "case {i}");
+        }
+        // Nulls are absent values.
         let mut v = base();
-        component(&mut v, 0)["podSetInfos"] = json!([{"tolerations": "none"}]);
-        let errs = rendered(validate_appwrapper(&v, NS));
-        assert_eq!(errs.len(), 1, "{errs:?}");
-        assert!(
-            errs[0].starts_with("spec.components[0].podSetInfos[0]: Invalid value: not a podSetInfo: "),
-            "{errs:?}"
-        );
-        // The update checks decode the same way.
-        assert_eq!(rendered(validate_appwrapper_update(&v, &base())), errs);
+        v["spec"]["managedBy"] = Value::Null;
+        component(&mut v, 0)["annotations"] = Value::Null;
+        component(&mut v, 0)["podSetInfos"] = Value::Null;
+        component(&mut v, 0)["podSets"][0]["annotations"] = Value::Null;
+        assert_eq!(rendered(validate_appwrapper(&v, NS)), Vec::<String>::new());
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! JobSet defaulting: upstream's mutating webhook (`jobSetWebhook.Default`, create only) plus the
-//! defaults of the CRD schema (`replicas: 1`, `groupName: default`,
-//! `failurePolicy.restartStrategy: Recreate`, `retentionPolicy.whenDeleted: Delete`).
+//! JobSet defaulting: upstream's mutating webhook (`jobSetWebhook.Default`, create only), exactly.
+//! The CRD schema's defaults (`replicas: 1`, `groupName: default`,
+//! `failurePolicy.restartStrategy: Recreate`, `retentionPolicy.whenDeleted: Delete`) are not
+//! applied here: the API server applies them when it decodes a JobSet, before admission.
 //!
 //! Works on the JSON object as stored, so fields a typed client does not know (for instance the
 //! `setConditionReason` of a Job's podFailurePolicy rule inside a replicated job template)
@@ -13,9 +14,8 @@ pub fn default_rule_name(index: usize) -> String {
     format!("failurePolicyRule{index}")
 }
 
-/// Applies every JobSet default to `obj` (a whole JobSet): the CRD schema's and the webhook's.
+/// Applies the webhook's defaults to `obj` (a whole JobSet).
 pub fn default_jobset(obj: &mut Value) {
-    schema_defaults(obj);
     let Some(root) = obj.as_object_mut() else { return };
     let Some(spec) = child(root, "spec") else { return };
 
@@ -55,29 +55,6 @@ pub fn default_jobset(obj: &mut Value) {
     if let Some(policies) = spec.get_mut("volumeClaimPolicies").and_then(Value::as_array_mut) {
         for policy in policies.iter_mut().filter_map(Value::as_object_mut) {
             set_if_unset(policy, "retentionPolicy", json!({"whenDeleted": "Delete"}));
-        }
-    }
-}
-
-/// The defaults of the CRD schema only (`replicas`, `groupName`, `restartStrategy`,
-/// `whenDeleted`). kube-apiserver applies these whenever it decodes a JobSet, so validation of an
-/// update compares old and new with them applied.
-pub(crate) fn schema_defaults(obj: &mut Value) {
-    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
-    if let Some(rjobs) = spec.get_mut("replicatedJobs").and_then(Value::as_array_mut) {
-        for rjob in rjobs.iter_mut().filter_map(Value::as_object_mut) {
-            set_if_unset(rjob, "replicas", json!(1));
-            set_if_unset(rjob, "groupName", json!("default"));
-        }
-    }
-    if let Some(fp) = spec.get_mut("failurePolicy").and_then(Value::as_object_mut) {
-        set_if_unset(fp, "restartStrategy", json!("Recreate"));
-    }
-    if let Some(policies) = spec.get_mut("volumeClaimPolicies").and_then(Value::as_array_mut) {
-        for policy in policies.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(retention) = policy.get_mut("retentionPolicy").and_then(Value::as_object_mut) {
-                set_if_unset(retention, "whenDeleted", json!("Delete"));
-            }
         }
     }
 }
@@ -132,21 +109,21 @@ mod tests {
     }
 
     #[test]
-    fn replicated_jobs_get_schema_and_webhook_defaults() {
+    fn replicated_jobs_get_the_webhook_defaults_and_not_the_schema_s() {
         let got = defaulted(json!({"spec": {"replicatedJobs": [
             {"name": "a", "template": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}},
             {"name": "b"},
         ]}}));
         assert_eq!(
             got["spec"]["replicatedJobs"][0],
-            json!({"name": "a", "replicas": 1, "groupName": "default", "template": {"spec": {
+            json!({"name": "a", "template": {"spec": {
                 "completionMode": "Indexed",
                 "template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "i"}]}},
             }}})
         );
         assert_eq!(
             got["spec"]["replicatedJobs"][1],
-            json!({"name": "b", "replicas": 1, "groupName": "default", "template": {"spec": {
+            json!({"name": "b", "template": {"spec": {
                 "completionMode": "Indexed", "template": {"spec": {"restartPolicy": "OnFailure"}},
             }}})
         );
@@ -168,13 +145,13 @@ mod tests {
     }
 
     #[test]
-    fn failure_policy_rules_are_named_by_index_and_strategy_defaults_to_recreate() {
+    fn failure_policy_rules_are_named_by_index_and_the_strategy_is_left_to_the_schema() {
         let got = defaulted(json!({"spec": {"failurePolicy": {"rules": [
             {"action": "FailJobSet"}, {"name": "keep", "action": "RestartJobSet"}, {"name": "", "action": "FailJob"},
         ]}}}));
         assert_eq!(
             got["spec"]["failurePolicy"],
-            json!({"restartStrategy": "Recreate", "rules": [
+            json!({"rules": [
                 {"name": "failurePolicyRule0", "action": "FailJobSet"},
                 {"name": "keep", "action": "RestartJobSet"},
                 {"name": "failurePolicyRule2", "action": "FailJob"},
@@ -189,13 +166,14 @@ mod tests {
     }
 
     #[test]
-    fn volume_claim_policies_default_to_delete() {
+    fn only_volume_claim_policies_without_a_retention_policy_get_delete() {
         let got = defaulted(json!({"spec": {"volumeClaimPolicies": [
             {"templates": [{"metadata": {"name": "d"}}]},
             {"templates": [], "retentionPolicy": {}},
         ]}}));
         assert_eq!(got["spec"]["volumeClaimPolicies"][0]["retentionPolicy"], json!({"whenDeleted": "Delete"}));
-        assert_eq!(got["spec"]["volumeClaimPolicies"][1]["retentionPolicy"], json!({"whenDeleted": "Delete"}));
+        // Upstream checks `RetentionPolicy == nil`; the schema defaults `whenDeleted` inside.
+        assert_eq!(got["spec"]["volumeClaimPolicies"][1]["retentionPolicy"], json!({}));
     }
 
     #[test]

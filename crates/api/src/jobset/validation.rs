@@ -1,15 +1,13 @@
-//! JobSet validation as kube-apiserver and upstream's validating webhook do it together.
+//! JobSet validation: upstream's validating webhook (`pkg/webhooks/jobset_webhook.go`),
+//! `ValidateCreate` or `ValidateUpdate`. Its plain (non-field) errors are wrapped as upstream wraps
+//! them, `field.InternalError(nil, err)`, which renders `<nil>: Internal error: <message>`.
 //!
-//! Three stages, in kube-apiserver's order; a stage runs only when the earlier ones found nothing
-//! (except that schema errors which do not block CEL, such as `minimum`, are reported together
-//! with the CEL errors):
-//! 1. the CRD's OpenAPI schema: types, required fields, enums, `minimum`, `maxItems`, list-map
-//!    keys, worded as kube-apiserver words CRD schema errors;
-//! 2. the CRD's CEL rules (`x-kubernetes-validations`): StartupPolicy/DependsOn exclusion, the
-//!    namespace of VolumeClaimPolicy templates and, on update, `Value is immutable`;
-//! 3. the webhook (`pkg/webhooks/jobset_webhook.go`): `ValidateCreate` or `ValidateUpdate`.
-//!    Its plain (non-field) errors are wrapped as upstream wraps them,
-//!    `field.InternalError(nil, err)`, which renders `<nil>: Internal error: <message>`.
+//! The CRD's OpenAPI schema (types, enums, bounds, list-map keys, defaults) and its CEL rules
+//! (StartupPolicy/DependsOn exclusion, VolumeClaimPolicy template namespaces, `Value is immutable`)
+//! are not checked here: the API server enforces them before admission, kube-apiserver on a
+//! cluster and `crates/apiserver`'s `crd_schema` locally. The object given here is therefore
+//! decoded and schema-defaulted already; one that does not decode as a `JobSetSpec` gets a single
+//! internal error rather than field checks.
 //!
 //! Extensions of jobset-rs: the actions `RestartReplicatedJob`,
 //! `RestartReplicatedJobAndIgnoreMaxRestarts` (gated like `RestartJob`) and `FailJob` are
@@ -20,11 +18,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Map, Value, json};
 
-use super::defaults::schema_defaults;
 use super::keys;
 use super::types::{FailurePolicyAction, JobSetSpec, ReplicatedJob, RestartStrategy};
-use crate::field::{ErrorKind, FieldError, quote, render};
-use crate::schema::{Schema, arr, check, obj, one_of, string, type_name};
+use crate::field::{FieldError, quote, render};
 use crate::validation::{
     dns1035_label_errors, dns1123_subdomain_errors, label_value_errors, validate_domain_prefixed_path,
 };
@@ -49,7 +45,6 @@ impl Default for Features {
 /// The field of errors upstream reports without a path (`field.InternalError(nil, err)`).
 const NIL_PATH: &str = "<nil>";
 const IMMUTABLE: &str = "field is immutable";
-const CEL_IMMUTABLE: &str = "Value is immutable";
 const MAX_INT32: i64 = i32::MAX as i64;
 const MAX_MANAGED_BY_LENGTH: usize = 63;
 const MAX_VOLUME_CLAIM_LENGTH: usize = 63;
@@ -78,33 +73,6 @@ pub fn validate_jobset_in(
     features: &Features,
     claim: &ClaimLookup,
 ) -> Vec<FieldError> {
-    // kube-apiserver applies the schema defaults whenever it decodes an object; admission only
-    // defaults on create, so do it here (on a copy) for updates.
-    let defaulted;
-    let obj = match old {
-        Some(_) => {
-            let mut v = obj.clone();
-            schema_defaults(&mut v);
-            defaulted = v;
-            &defaulted
-        }
-        None => obj,
-    };
-
-    let mut errs = schema_errors(obj);
-    if errs.iter().any(blocks_cel) {
-        errs.push(FieldError::invalid(
-            NIL_PATH,
-            &json!("null"),
-            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
-        ));
-        return errs;
-    }
-    errs.extend(cel_errors(obj, old));
-    if !errs.is_empty() {
-        return errs;
-    }
-
     let spec: JobSetSpec = match serde_json::from_value(obj.get("spec").cloned().unwrap_or_else(|| json!({}))) {
         Ok(s) => s,
         Err(e) => return vec![FieldError::internal(NIL_PATH, e.to_string())],
@@ -112,208 +80,14 @@ pub fn validate_jobset_in(
     match old {
         None => validate_create(obj, &spec, features, claim),
         Some(old) => {
-            let mut old = old.clone();
-            schema_defaults(&mut old);
             // An old object that does not parse cannot be compared field by field.
             match serde_json::from_value::<JobSetSpec>(old.get("spec").cloned().unwrap_or_else(|| json!({}))) {
-                Ok(old_spec) => validate_update(obj, &spec, &old, &old_spec, features),
+                Ok(old_spec) => validate_update(obj, &spec, old, &old_spec, features),
                 Err(_) => vec![],
             }
         }
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Stage 1: the CRD schema
-// ---------------------------------------------------------------------------------------------
-
-/// Action names accepted by the schema (upstream's five plus the jobset-rs extensions).
-pub fn supported_actions() -> Vec<&'static str> {
-    FailurePolicyAction::ALL.iter().map(|a| a.as_str()).collect()
-}
-
-fn spec_schema() -> Schema {
-    let rule = obj(
-        vec![
-            ("name", string()),
-            ("action", Schema::String { one_of: Some(supported_actions()) }),
-            ("onJobFailureReasons", arr(string())),
-            ("onJobFailureMessagePatterns", arr(string())),
-            ("targetReplicatedJobs", arr(string())),
-        ],
-        &["action", "name"],
-    );
-    let depends_on = obj(vec![("name", string()), ("status", one_of(&["Ready", "Complete"]))], &["name", "status"]);
-    let replicated_job = obj(
-        vec![
-            ("name", string()),
-            ("groupName", string()),
-            ("template", Schema::OpenObject),
-            ("replicas", Schema::Int32 { minimum: Some(0) }),
-            ("dependsOn", Schema::Array { items: Box::new(depends_on), max_items: Some(5), map_key: Some("name") }),
-        ],
-        &["name"],
-    );
-    let volume_claim_policy = obj(
-        vec![
-            ("templates", Schema::Array { items: Box::new(Schema::OpenObject), max_items: Some(50), map_key: None }),
-            ("retentionPolicy", obj(vec![("whenDeleted", one_of(&["Delete", "Retain"]))], &[])),
-        ],
-        &[],
-    );
-    obj(
-        vec![
-            (
-                "replicatedJobs",
-                Schema::Array { items: Box::new(replicated_job), max_items: None, map_key: Some("name") },
-            ),
-            (
-                "network",
-                obj(
-                    vec![
-                        ("enableDNSHostnames", Schema::Bool),
-                        ("subdomain", string()),
-                        ("publishNotReadyAddresses", Schema::Bool),
-                    ],
-                    &[],
-                ),
-            ),
-            (
-                "successPolicy",
-                obj(
-                    vec![("operator", one_of(&["All", "Any"])), ("targetReplicatedJobs", arr(string()))],
-                    &["operator"],
-                ),
-            ),
-            (
-                "failurePolicy",
-                obj(
-                    vec![
-                        ("maxRestarts", Schema::Int32 { minimum: None }),
-                        ("restartStrategy", one_of(&["Recreate", "BlockingRecreate", "InPlaceRestart"])),
-                        ("rules", arr(rule)),
-                    ],
-                    &[],
-                ),
-            ),
-            (
-                "startupPolicy",
-                obj(vec![("startupPolicyOrder", one_of(&["AnyOrder", "InOrder"]))], &["startupPolicyOrder"]),
-            ),
-            ("suspend", Schema::Bool),
-            (
-                "coordinator",
-                obj(
-                    vec![("replicatedJob", string()), ("jobIndex", Schema::Int), ("podIndex", Schema::Int)],
-                    &["replicatedJob"],
-                ),
-            ),
-            ("managedBy", string()),
-            ("ttlSecondsAfterFinished", Schema::Int32 { minimum: Some(0) }),
-            (
-                "volumeClaimPolicies",
-                Schema::Array { items: Box::new(volume_claim_policy), max_items: Some(50), map_key: None },
-            ),
-        ],
-        &[],
-    )
-}
-
-fn schema_errors(obj: &Value) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    if let Some(spec) = obj.get("spec").filter(|v| !v.is_null()) {
-        check(spec, &spec_schema(), "spec", &mut errs);
-    }
-    errs
-}
-
-/// Schema errors after which kube-apiserver does not evaluate CEL rules (`hasBlockingErr`).
-fn blocks_cel(e: &FieldError) -> bool {
-    matches!(
-        e.kind,
-        ErrorKind::NotSupported { .. }
-            | ErrorKind::Required
-            | ErrorKind::TooLong
-            | ErrorKind::TooMany
-            | ErrorKind::TypeInvalid
-    )
-}
-
-// ---------------------------------------------------------------------------------------------
-// Stage 2: the CRD's CEL rules
-// ---------------------------------------------------------------------------------------------
-
-fn cel_error(path: impl Into<String>, v: &Value, message: &str) -> FieldError {
-    FieldError::invalid(path, &json!(type_name(v)), message)
-}
-
-fn cel_errors(obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    let Some(spec) = obj.get("spec").filter(|s| s.is_object()) else { return errs };
-    let rjobs = spec.get("replicatedJobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-
-    // JobSetSpec: !(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == 'InOrder'
-    //               && self.replicatedJobs.exists(x, has(x.dependsOn)))
-    let in_order = spec.pointer("/startupPolicy/startupPolicyOrder").and_then(Value::as_str) == Some("InOrder");
-    if in_order && rjobs.iter().any(|r| present(r.get("dependsOn"))) {
-        errs.push(cel_error("spec", spec, "StartupPolicy and DependsOn APIs are mutually exclusive"));
-    }
-
-    // VolumeClaimPolicy: self.templates.all(t, !has(t.metadata.namespace) || size(t.metadata.namespace) == 0)
-    if let Some(policies) = spec.get("volumeClaimPolicies").and_then(Value::as_array) {
-        for (i, policy) in policies.iter().enumerate() {
-            let templates = policy.get("templates").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            let namespaced = templates
-                .iter()
-                .any(|t| t.pointer("/metadata/namespace").and_then(Value::as_str).is_some_and(|ns| !ns.is_empty()));
-            if namespaced {
-                errs.push(cel_error(
-                    format!("spec.volumeClaimPolicies[{i}]"),
-                    policy,
-                    "namespace cannot be set for VolumeClaimPolicies templates",
-                ));
-            }
-        }
-    }
-
-    // Transition rules `self == oldSelf`; like every CEL transition rule they only run when the
-    // field exists in both the old and the new object.
-    let Some(old_spec) = old.and_then(|o| o.get("spec")).filter(|s| s.is_object()) else { return errs };
-    let mut old_spec = old_spec.clone();
-    let mut wrapped = json!({"spec": old_spec.take()});
-    schema_defaults(&mut wrapped);
-    let old_spec = &wrapped["spec"];
-    for key in ["network", "successPolicy", "failurePolicy", "startupPolicy", "volumeClaimPolicies"] {
-        if let (Some(new), Some(prev)) = (field(spec, key), field(old_spec, key))
-            && new != prev
-        {
-            errs.push(cel_error(format!("spec.{key}"), new, CEL_IMMUTABLE));
-        }
-    }
-    let old_rjobs = old_spec.get("replicatedJobs").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-    for (i, rjob) in rjobs.iter().enumerate() {
-        let name = rjob.get("name");
-        let Some(prev) = old_rjobs.iter().find(|r| r.get("name") == name) else { continue };
-        if let (Some(new), Some(prev)) = (field(rjob, "dependsOn"), field(prev, "dependsOn"))
-            && new != prev
-        {
-            errs.push(cel_error(format!("spec.replicatedJobs[{i}].dependsOn"), new, CEL_IMMUTABLE));
-        }
-    }
-    errs
-}
-
-fn present(v: Option<&Value>) -> bool {
-    v.is_some_and(|v| !v.is_null())
-}
-
-fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    v.get(key).filter(|v| !v.is_null())
-}
-
-// ---------------------------------------------------------------------------------------------
-// Stage 3: the webhook
-// ---------------------------------------------------------------------------------------------
 
 /// A plain (non-field) webhook error, as `toFieldErrorList` wraps it.
 fn plain(message: impl Into<String>) -> FieldError {
@@ -852,7 +626,6 @@ mod tests {
 
     const DNS1035: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
     const DNS1123: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-    const CEL_SKIPPED: &str = "<nil>: Invalid value: \"null\": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation";
 
     /// An upstream-style JobSet (leader + workers, a FailJobSet rule, a targeted success policy),
     /// defaulted as admission defaults it.
@@ -991,175 +764,6 @@ mod tests {
                 "<nil>: Internal error: invalid job failure reason 'ExitCode3' in failure policy is not a recognized job failure reason"
             ]
         );
-    }
-
-    #[test]
-    fn schema_errors_are_reported_like_kube_apiserver() {
-        let actions = "\"FailJobSet\", \"RestartJobSet\", \"RestartJobSetAndIgnoreMaxRestarts\", \"RestartJob\", \"RestartJobAndIgnoreMaxRestarts\", \"RestartReplicatedJob\", \"RestartReplicatedJobAndIgnoreMaxRestarts\", \"FailJob\"";
-        let cases = vec![
-            Case {
-                name: "action_outside_the_enum_is_unsupported",
-                mutate: |v| set(v, "/spec/failurePolicy/rules/0/action", json!("Foo")),
-                want: vec![
-                    format!(
-                        "spec.failurePolicy.rules[0].action: Unsupported value: \"Foo\": supported values: {actions}"
-                    ),
-                    CEL_SKIPPED.into(),
-                ],
-            },
-            case(
-                "replicas_of_the_wrong_type_is_a_type_error",
-                |v| set(v, "/spec/replicatedJobs/0/replicas", json!("2")),
-                &[
-                    "spec.replicatedJobs[0].replicas: Invalid value: \"string\": spec.replicatedJobs[0].replicas in body must be of type integer: \"string\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "fractional_ttl_is_a_type_error",
-                |v| set(v, "/spec/ttlSecondsAfterFinished", json!(1.5)),
-                &[
-                    "spec.ttlSecondsAfterFinished: Invalid value: \"number\": spec.ttlSecondsAfterFinished in body must be of type integer: \"number\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "network_that_is_not_an_object_is_a_type_error",
-                |v| set(v, "/spec/network", json!("x")),
-                &[
-                    "spec.network: Invalid value: \"string\": spec.network in body must be of type object: \"string\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "suspend_that_is_not_a_boolean_is_a_type_error",
-                |v| set(v, "/spec/suspend", json!("yes")),
-                &[
-                    "spec.suspend: Invalid value: \"string\": spec.suspend in body must be of type boolean: \"string\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "replicated_job_without_a_name_is_rejected",
-                |v| remove(v, "/spec/replicatedJobs/0/name"),
-                &["spec.replicatedJobs[0].name: Required value", CEL_SKIPPED],
-            ),
-            case(
-                "rule_without_an_action_is_rejected",
-                |v| remove(v, "/spec/failurePolicy/rules/0/action"),
-                &["spec.failurePolicy.rules[0].action: Required value", CEL_SKIPPED],
-            ),
-            case(
-                "restart_strategy_outside_the_enum_is_unsupported",
-                |v| set(v, "/spec/failurePolicy/restartStrategy", json!("Never")),
-                &[
-                    "spec.failurePolicy.restartStrategy: Unsupported value: \"Never\": supported values: \"Recreate\", \"BlockingRecreate\", \"InPlaceRestart\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "success_operator_outside_the_enum_is_unsupported",
-                |v| set(v, "/spec/successPolicy/operator", json!("Some")),
-                &[
-                    "spec.successPolicy.operator: Unsupported value: \"Some\": supported values: \"All\", \"Any\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "startup_order_outside_the_enum_is_unsupported",
-                |v| set(v, "/spec/startupPolicy/startupPolicyOrder", json!("Random")),
-                &[
-                    "spec.startupPolicy.startupPolicyOrder: Unsupported value: \"Random\": supported values: \"AnyOrder\", \"InOrder\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "depends_on_status_outside_the_enum_is_unsupported",
-                |v| set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Done"}])),
-                &[
-                    "spec.replicatedJobs[1].dependsOn[0].status: Unsupported value: \"Done\": supported values: \"Ready\", \"Complete\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "when_deleted_outside_the_enum_is_unsupported",
-                |v| {
-                    set(
-                        v,
-                        "/spec/volumeClaimPolicies",
-                        json!([{"templates": [], "retentionPolicy": {"whenDeleted": "Keep"}}]),
-                    )
-                },
-                &[
-                    "spec.volumeClaimPolicies[0].retentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Delete\", \"Retain\"",
-                    CEL_SKIPPED,
-                ],
-            ),
-            case(
-                "more_than_five_depends_on_items_are_too_many",
-                |v| {
-                    let deps: Vec<Value> =
-                        (0..6).map(|i| json!({"name": format!("d{i}"), "status": "Ready"})).collect();
-                    set(v, "/spec/replicatedJobs/1/dependsOn", Value::Array(deps))
-                },
-                &["spec.replicatedJobs[1].dependsOn: Too many: 6: must have at most 5 items", CEL_SKIPPED],
-            ),
-            case(
-                "negative_replicas_are_below_the_minimum",
-                |v| set(v, "/spec/replicatedJobs/0/replicas", json!(-1)),
-                &[
-                    "spec.replicatedJobs[0].replicas: Invalid value: -1: spec.replicatedJobs[0].replicas in body should be greater than or equal to 0",
-                ],
-            ),
-            case(
-                "negative_ttl_is_below_the_minimum",
-                |v| set(v, "/spec/ttlSecondsAfterFinished", json!(-5)),
-                &[
-                    "spec.ttlSecondsAfterFinished: Invalid value: -5: spec.ttlSecondsAfterFinished in body should be greater than or equal to 0",
-                ],
-            ),
-            case(
-                "replicas_beyond_int32_are_too_big",
-                |v| set(v, "/spec/replicatedJobs/0/replicas", json!(4294967296i64)),
-                &[
-                    "spec.replicatedJobs[0].replicas: Invalid value: 4294967296: spec.replicatedJobs[0].replicas in body should be less than or equal to 2147483647",
-                ],
-            ),
-            case(
-                "duplicate_replicated_job_names_are_rejected",
-                |v| set(v, "/spec/replicatedJobs/1/name", json!("leader")),
-                &["spec.replicatedJobs[1]: Duplicate value: {\"name\":\"leader\"}"],
-            ),
-        ];
-        run_create(cases, &all_on());
-    }
-
-    #[test]
-    fn cel_rules_of_the_crd() {
-        let cases = vec![
-            case(
-                "in_order_startup_with_depends_on_is_rejected",
-                |v| {
-                    set(v, "/spec/startupPolicy/startupPolicyOrder", json!("InOrder"));
-                    set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
-                },
-                &["spec: Invalid value: \"object\": StartupPolicy and DependsOn APIs are mutually exclusive"],
-            ),
-            case(
-                "volume_claim_template_with_a_namespace_is_rejected",
-                |v| {
-                    set(
-                        v,
-                        "/spec/volumeClaimPolicies",
-                        json!([{"templates": [{"metadata": {"name": "data", "namespace": "x"}}]}]),
-                    )
-                },
-                &[
-                    "spec.volumeClaimPolicies[0]: Invalid value: \"object\": namespace cannot be set for VolumeClaimPolicies templates",
-                ],
-            ),
-        ];
-        run_create(cases, &all_on());
     }
 
     #[test]
@@ -1576,15 +1180,6 @@ mod tests {
                 &[],
             ),
             case(
-                "omitting_schema_defaulted_fields_is_not_a_change",
-                |v| {
-                    remove(v, "/spec/replicatedJobs/0/replicas");
-                    remove(v, "/spec/replicatedJobs/0/groupName");
-                    remove(v, "/spec/failurePolicy/restartStrategy");
-                },
-                &[],
-            ),
-            case(
                 "changing_replicas_is_rejected",
                 |v| set(v, "/spec/replicatedJobs/1/replicas", json!(3)),
                 &["spec.replicatedJobs: Invalid value: {rjobs}: field is immutable"],
@@ -1604,51 +1199,26 @@ mod tests {
                 |v| set(v, "/spec/managedBy", json!("example.com/foo")),
                 &["spec.managedBy: Invalid value: \"example.com/foo\": field is immutable"],
             ),
+            // `Value is immutable` is the CRD's CEL rule, which the API server checks.
             case(
-                "changing_the_failure_policy_is_rejected",
+                "changing_the_failure_policy_is_left_to_the_crd",
                 |v| set(v, "/spec/failurePolicy/maxRestarts", json!(4)),
-                &["spec.failurePolicy: Invalid value: \"object\": Value is immutable"],
-            ),
-            case(
-                "changing_the_network_is_rejected",
-                |v| set(v, "/spec/network/subdomain", json!("other")),
-                &["spec.network: Invalid value: \"object\": Value is immutable"],
-            ),
-            case(
-                "changing_the_success_policy_is_rejected",
-                |v| set(v, "/spec/successPolicy/operator", json!("Any")),
-                &["spec.successPolicy: Invalid value: \"object\": Value is immutable"],
-            ),
-            case(
-                "changing_the_startup_policy_is_rejected",
-                |v| set(v, "/spec/startupPolicy/startupPolicyOrder", json!("InOrder")),
-                &["spec.startupPolicy: Invalid value: \"object\": Value is immutable"],
+                &[],
             ),
         ];
         run_update(cases, no_change);
+    }
 
-        let with_extras = |v: &mut Value| {
-            set(v, "/spec/volumeClaimPolicies", json!([{"templates": [{"metadata": {"name": "data"}}]}]));
-            set(
-                v,
-                "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/volumeMounts",
-                json!([{"name": "data", "mountPath": "/d"}]),
-            );
-            set(v, "/spec/replicatedJobs/1/dependsOn", json!([{"name": "leader", "status": "Ready"}]));
-        };
-        let cases = vec![
-            case(
-                "changing_volume_claim_policies_is_rejected",
-                |v| set(v, "/spec/volumeClaimPolicies/0/retentionPolicy/whenDeleted", json!("Retain")),
-                &["spec.volumeClaimPolicies: Invalid value: \"array\": Value is immutable"],
-            ),
-            case(
-                "changing_depends_on_is_rejected",
-                |v| set(v, "/spec/replicatedJobs/1/dependsOn/0/status", json!("Complete")),
-                &["spec.replicatedJobs[1].dependsOn: Invalid value: \"array\": Value is immutable"],
-            ),
-        ];
-        run_update(cases, with_extras);
+    #[test]
+    fn a_spec_the_api_server_would_not_have_let_through_gets_one_internal_error() {
+        let mut v = base();
+        set(&mut v, "/spec/replicatedJobs/0/replicas", json!("two"));
+        let errs = rendered(validate_jobset(&v, None, &all_on()));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("<nil>: Internal error: invalid type: string \"two\""), "{errs:?}");
+        assert_eq!(rendered(validate_jobset(&v, Some(&base()), &all_on())), errs, "on update too");
+        // A stored object that does not decode is not compared.
+        assert_eq!(rendered(validate_jobset(&base(), Some(&v), &all_on())), Vec::<String>::new());
     }
 
     #[test]
@@ -1766,45 +1336,6 @@ mod tests {
                 "spec.replicatedJobs: Invalid value: {}: field is immutable",
                 go_json(&after["spec"]["replicatedJobs"])
             )]
-        );
-    }
-
-    #[test]
-    fn the_crd_schema_lists_the_same_enums_and_defaults() {
-        let crds = crate::crds::preinstalled().unwrap();
-        let spec = crds[0].pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties").unwrap();
-        let strings = |p: &str| -> Vec<String> {
-            spec.pointer(p)
-                .and_then(Value::as_array)
-                .unwrap_or_else(|| panic!("{p}"))
-                .iter()
-                .map(|v| v.as_str().unwrap().to_string())
-                .collect()
-        };
-        assert_eq!(strings("/failurePolicy/properties/rules/items/properties/action/enum"), supported_actions());
-        assert_eq!(
-            strings("/failurePolicy/properties/restartStrategy/enum"),
-            ["Recreate", "BlockingRecreate", "InPlaceRestart"]
-        );
-        assert_eq!(strings("/successPolicy/properties/operator/enum"), ["All", "Any"]);
-        assert_eq!(strings("/startupPolicy/properties/startupPolicyOrder/enum"), ["AnyOrder", "InOrder"]);
-        assert_eq!(
-            strings("/replicatedJobs/items/properties/dependsOn/items/properties/status/enum"),
-            ["Ready", "Complete"]
-        );
-        assert_eq!(
-            strings("/volumeClaimPolicies/items/properties/retentionPolicy/properties/whenDeleted/enum"),
-            ["Delete", "Retain"]
-        );
-        assert_eq!(spec.pointer("/replicatedJobs/items/properties/replicas/default"), Some(&json!(1)));
-        assert_eq!(spec.pointer("/replicatedJobs/items/properties/replicas/minimum"), Some(&json!(0)));
-        assert_eq!(spec.pointer("/replicatedJobs/items/properties/groupName/default"), Some(&json!("default")));
-        assert_eq!(spec.pointer("/failurePolicy/properties/restartStrategy/default"), Some(&json!("Recreate")));
-        assert_eq!(spec.pointer("/ttlSecondsAfterFinished/minimum"), Some(&json!(0)));
-        // The job template has batch/v1 JobTemplateSpec's schema (crdgen), not an open object.
-        assert_eq!(
-            spec.pointer("/replicatedJobs/items/properties/template/properties/spec/required"),
-            Some(&json!(["template"]))
         );
     }
 

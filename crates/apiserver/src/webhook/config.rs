@@ -187,47 +187,33 @@ fn validate_resources(field: &str, resources: &[String]) -> Vec<Cause> {
     causes
 }
 
+/// The strings of `rule[key]`, which must not be empty nor have `*` among other `what`.
+fn listed(field: &str, rule: &Value, key: &str, what: &str, causes: &mut Vec<Cause>) -> Vec<String> {
+    let items = strings(rule.get(key));
+    if items.is_empty() {
+        causes.push(Cause::required(format!("{field}.{key}")));
+    }
+    if items.len() > 1 && has_wildcard(&items) {
+        causes.push(Cause::invalid_rendered(
+            format!("{field}.{key}"),
+            &go_list(&items),
+            &format!("if '*' is present, must not specify other {what}"),
+        ));
+    }
+    items
+}
+
 /// `validateRuleWithOperations`.
 fn validate_rule(field: &str, rule: &Value) -> Vec<Cause> {
     let mut causes = vec![];
-    let ops = strings(rule.get("operations"));
-    if ops.is_empty() {
-        causes.push(Cause::required(format!("{field}.operations")));
-    }
-    if ops.len() > 1 && has_wildcard(&ops) {
-        causes.push(Cause::invalid_rendered(
-            format!("{field}.operations"),
-            &go_list(&ops),
-            "if '*' is present, must not specify other operations",
-        ));
-    }
+    let ops = listed(field, rule, "operations", "operations", &mut causes);
     for (i, op) in ops.iter().enumerate() {
         if !OPERATIONS.contains(&op.as_str()) {
             causes.push(Cause::not_supported(format!("{field}.operations[{i}]"), op, &OPERATIONS));
         }
     }
-    let groups = strings(rule.get("apiGroups"));
-    if groups.is_empty() {
-        causes.push(Cause::required(format!("{field}.apiGroups")));
-    }
-    if groups.len() > 1 && has_wildcard(&groups) {
-        causes.push(Cause::invalid_rendered(
-            format!("{field}.apiGroups"),
-            &go_list(&groups),
-            "if '*' is present, must not specify other API groups",
-        ));
-    }
-    let versions = strings(rule.get("apiVersions"));
-    if versions.is_empty() {
-        causes.push(Cause::required(format!("{field}.apiVersions")));
-    }
-    if versions.len() > 1 && has_wildcard(&versions) {
-        causes.push(Cause::invalid_rendered(
-            format!("{field}.apiVersions"),
-            &go_list(&versions),
-            "if '*' is present, must not specify other API versions",
-        ));
-    }
+    listed(field, rule, "apiGroups", "API groups", &mut causes);
+    let versions = listed(field, rule, "apiVersions", "API versions", &mut causes);
     for (i, v) in versions.iter().enumerate() {
         if v.is_empty() {
             causes.push(Cause::required(format!("{field}.apiVersions[{i}]")));
