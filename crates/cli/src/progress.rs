@@ -108,16 +108,14 @@ impl FailedPods {
     /// Records the failed pods among `pods` (the AppWrapper's labelled pods) while the AppWrapper
     /// is Running or Failed, when they are its current attempt's (failed pods seen once stay
     /// recorded until others are seen); forgets them in the other phases but Succeeded, whose
-    /// pods are an earlier attempt's or none. Pods being deleted are left out: they fail
-    /// because the AppWrapper is tearing them down (exit code 143), not the other way round.
+    /// pods are an earlier attempt's or none. Pods being deleted count only when a container
+    /// exited with a code of its own: the others fail because the AppWrapper is tearing them
+    /// down (killed: exit code 143 or 137), not the other way round. A pod that failed on its
+    /// own is often first seen already being deleted, when the AppWrapper failed between polls.
     pub fn observe(&mut self, aw: &Value, pods: &[Value]) {
         match aw["status"]["phase"].as_str() {
             Some("Running" | "Failed") => {
-                let failed: Vec<String> = pods
-                    .iter()
-                    .filter(|p| p["status"]["phase"] == "Failed" && p["metadata"]["deletionTimestamp"].is_null())
-                    .map(failed_pod)
-                    .collect();
+                let failed: Vec<String> = pods.iter().filter(|p| failed_on_its_own(p)).map(failed_pod).collect();
                 if !failed.is_empty() {
                     *self = FailedPods { resets: int(&aw["status"]["resettingCount"]), pods: failed };
                 }
@@ -134,19 +132,26 @@ impl FailedPods {
     }
 }
 
+/// Whether `pod` failed, and not only because it is being deleted (see [`FailedPods::observe`]).
+fn failed_on_its_own(pod: &Value) -> bool {
+    const KILLED: [i64; 2] = [128 + 15, 128 + 9];
+    pod["status"]["phase"] == "Failed"
+        && (pod["metadata"]["deletionTimestamp"].is_null() || exit_codes(pod).any(|(_, code)| !KILLED.contains(&code)))
+}
+
+/// The app containers' non-zero exit codes, by container name.
+fn exit_codes(pod: &Value) -> impl Iterator<Item = (&str, i64)> {
+    pod["status"]["containerStatuses"].as_array().into_iter().flatten().filter_map(|c| {
+        let code = c["state"]["terminated"]["exitCode"].as_i64().filter(|&code| code != 0)?;
+        Some((c["name"].as_str().unwrap_or_default(), code))
+    })
+}
+
 /// `NAME (CONTAINER: exit code N, ...)` over the app containers that exited non-zero; else
 /// `NAME (REASON)` from the pod's status (`Evicted`, ...), else just `NAME`.
 fn failed_pod(pod: &Value) -> String {
     let name = pod["metadata"]["name"].as_str().unwrap_or_default();
-    let exits: Vec<String> = pod["status"]["containerStatuses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let code = c["state"]["terminated"]["exitCode"].as_i64().filter(|&code| code != 0)?;
-            Some(format!("{}: exit code {code}", c["name"].as_str().unwrap_or_default()))
-        })
-        .collect();
+    let exits: Vec<String> = exit_codes(pod).map(|(name, code)| format!("{name}: exit code {code}")).collect();
     match pod["status"]["reason"].as_str() {
         _ if !exits.is_empty() => format!("{name} ({})", exits.join(", ")),
         Some(reason) if !reason.is_empty() => format!("{name} ({reason})"),
@@ -401,8 +406,17 @@ mod tests {
         // The pods are being deleted when the phase is Failed: what was seen before tells.
         let mut killed = pod("w-1-def", "Failed", false, Some(143));
         killed["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
-        failed.observe(&status("Failed", 0), &[killed]);
+        failed.observe(&status("Failed", 0), &[killed.clone()]);
         let row = appwrapper_row("aw/t", &status("Failed", 0), &[], &failed);
+        assert_eq!(summary(&row), "aw/t failed: FoundFailedPods: 1 failed pod: w-0-abc (main: exit code 42); resets 0");
+
+        // First seen when the AppWrapper failed and is deleting its pods: the pod that failed on
+        // its own tells, the one killed by the teardown does not.
+        let mut own = pods[0].clone();
+        own["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
+        let mut late = FailedPods::default();
+        late.observe(&status("Failed", 0), &[own, killed]);
+        let row = appwrapper_row("aw/t", &status("Failed", 0), &[], &late);
         assert_eq!(summary(&row), "aw/t failed: FoundFailedPods: 1 failed pod: w-0-abc (main: exit code 42); resets 0");
 
         // Two failed pods, one evicted.
