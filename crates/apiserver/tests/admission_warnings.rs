@@ -6,12 +6,11 @@ mod common;
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode, header};
+use common::send;
+use http::{Method, StatusCode};
 use jobset_apiserver::error::Cause;
 use jobset_apiserver::{Admission, AdmissionHook, ApiServer, Lookup};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const JOBSETS: &str = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets";
 
@@ -48,32 +47,6 @@ fn with_agent() -> Value {
     json!({"restartPolicy": "Never",
         "initContainers": [{"name": "agent", "image": "registry.k8s.io/jobset/in-place-restart-agent:v0.11.0", "restartPolicy": "Always"}],
         "containers": [{"name": "main", "image": "busybox"}]})
-}
-
-/// Sends a JSON request to the router: status, `Warning` headers, body.
-async fn send(
-    server: &Arc<ApiServer>,
-    method: Method,
-    uri: &str,
-    ct: &str,
-    body: &Value,
-) -> (StatusCode, Vec<String>, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header(header::CONTENT_TYPE, ct)
-        .body(Body::from(serde_json::to_vec(body).unwrap()))
-        .unwrap();
-    let resp = server.router().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let warnings = resp
-        .headers()
-        .get_all(header::WARNING)
-        .iter()
-        .map(|v| String::from_utf8(v.as_bytes().to_vec()).unwrap())
-        .collect();
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, warnings, serde_json::from_slice(&body).unwrap())
 }
 
 #[tokio::test]

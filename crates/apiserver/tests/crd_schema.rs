@@ -4,14 +4,15 @@
 //! status subresource; CRDs with a non-structural schema or a CEL rule that does not compile are
 //! rejected with nothing stored. kubectl shows these as it shows kube-apiserver's.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use http::{Method, Request, StatusCode, header};
+use common::{send, send_raw};
+use http::{Method, StatusCode};
 use jobset_apiserver::ApiServer;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
@@ -45,34 +46,6 @@ fn schema() -> Value {
 
 fn widget(name: &str, spec: Value) -> Value {
     json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec})
-}
-
-/// Sends a JSON request to the router: status, `Warning` headers, body.
-async fn send(
-    server: &Arc<ApiServer>,
-    method: Method,
-    uri: &str,
-    ct: &str,
-    body: &Value,
-) -> (StatusCode, Vec<String>, Value) {
-    send_raw(server, method, uri, ct, serde_json::to_vec(body).unwrap()).await
-}
-
-/// [`send`] with the body's bytes as given.
-async fn send_raw(
-    server: &Arc<ApiServer>,
-    method: Method,
-    uri: &str,
-    ct: &str,
-    body: Vec<u8>,
-) -> (StatusCode, Vec<String>, Value) {
-    let req =
-        Request::builder().method(method).uri(uri).header(header::CONTENT_TYPE, ct).body(Body::from(body)).unwrap();
-    let resp = server.router().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let warnings = resp.headers().get_all(header::WARNING).iter().map(|v| v.to_str().unwrap().to_string()).collect();
-    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
-    (status, warnings, serde_json::from_slice(&body).unwrap_or(Value::Null))
 }
 
 async fn post(server: &Arc<ApiServer>, uri: &str, body: &Value) -> (StatusCode, Vec<String>, Value) {

@@ -179,3 +179,41 @@ pub async fn create(client: &Client, obj: serde_json::Value) -> Result<kube::api
     let obj: kube::api::DynamicObject = serde_json::from_value(obj).unwrap();
     api(client, &kind, ns.as_deref()).create(&kube::api::PostParams::default(), &obj).await
 }
+
+/// Sends a JSON request to the router: status, `Warning` headers, body (`null` when not JSON).
+pub async fn send(
+    server: &Arc<ApiServer>,
+    method: http::Method,
+    uri: &str,
+    ct: &str,
+    body: &serde_json::Value,
+) -> (http::StatusCode, Vec<String>, serde_json::Value) {
+    send_raw(server, method, uri, ct, serde_json::to_vec(body).unwrap()).await
+}
+
+/// [`send`] with the body's bytes as given.
+pub async fn send_raw(
+    server: &Arc<ApiServer>,
+    method: http::Method,
+    uri: &str,
+    ct: &str,
+    body: Vec<u8>,
+) -> (http::StatusCode, Vec<String>, serde_json::Value) {
+    use tower::ServiceExt;
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, ct)
+        .body(axum::body::Body::from(body))
+        .unwrap();
+    let resp = server.router().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let warnings = resp
+        .headers()
+        .get_all(http::header::WARNING)
+        .iter()
+        .map(|v| String::from_utf8(v.as_bytes().to_vec()).unwrap())
+        .collect();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.unwrap();
+    (status, warnings, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+}
