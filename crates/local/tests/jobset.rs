@@ -447,7 +447,7 @@ async fn restart_job_and_ignore_max_restarts_recreates_the_job_without_spending_
         assert_eq!(cond(&r.js, COND_COMPLETED), expect("True", REASON_ALL_JOBS_COMPLETED, MSG_ALL_JOBS_COMPLETED));
         assert_eq!((status(&r.js).restarts, status(&r.js).restarts_count_towards_max), (0, 0));
         let w = rj_status(&r.js, "workers");
-        assert_eq!((w.job_restarts.clone(), w.job_restarts_count_towards_max.clone()), (vec![0, 2], vec![0, 0]));
+        assert_eq!((w.job_restarts.clone(), w.job_restarts_count_towards_max.clone()), (vec![0, 2], vec![]));
         assert_eq!(
             r.jobs.incarnations(),
             counts(&[(&format!("{name}-driver-0"), 1), (&format!("{name}-workers-0"), 1), (&failed, 3)])
@@ -457,6 +457,36 @@ async fn restart_job_and_ignore_max_restarts_recreates_the_job_without_spending_
         let e = wait_event(&c, &name, REASON_RESTART_JOB_IGNORE_ACTION).await;
         assert_eq!(e.type_.as_deref(), Some("Warning"));
         assert_eq!(e.message.as_deref(), Some(first_failed(MSG_RESTART_JOB_IGNORE_ACTION, &failed).as_str()));
+    }
+    c.shutdown().await;
+}
+
+/// Upstream's `failurePolicyRecreateJob` with `shouldCountTowardsMax=false` writes only
+/// `jobRestarts`: `jobRestartsCountTowardsMax` stays absent from the stored object (not zeros).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_job_and_ignore_max_restarts_records_job_restarts_and_leaves_job_restarts_count_towards_max_absent() {
+    let c = cluster(4).await;
+    let name = "rji-absent";
+    let js = driver_and_workers(name, 1)
+        .failure_policy(0, vec![rule("restartOneFree", "RestartJobAndIgnoreMaxRestarts", &[])])
+        .obj();
+    let r = run(&c, js).await;
+    assert_eq!(cond(&r.js, COND_COMPLETED), expect("True", REASON_ALL_JOBS_COMPLETED, MSG_ALL_JOBS_COMPLETED));
+    assert_eq!(rj_status(&r.js, "workers").job_restarts, [0, 1], "the restart is recorded: {:?}", r.js.status);
+    for v in &r.history {
+        for s in status(v).replicated_jobs_status {
+            assert!(s.job_restarts_count_towards_max.is_empty(), "version {:?}: {s:?}", v.metadata.resource_version);
+        }
+    }
+    // The wire form, as kubectl or client-go read it: the field is left out, not `[]` or zeros.
+    let raw: Api<kube::core::DynamicObject> =
+        Api::default_namespaced_with(c.client(), &kube::core::ApiResource::erase::<JobSet>(&()));
+    let stored = serde_json::to_value(raw.get(name).await.unwrap()).unwrap();
+    let rjs = stored["status"]["replicatedJobsStatus"].as_array().expect("replicatedJobsStatus").clone();
+    let workers = rjs.iter().find(|s| s["name"] == "workers").expect("workers status");
+    assert_eq!(workers["jobRestarts"], json!([0, 1]), "{workers}");
+    for s in &rjs {
+        assert!(s.get("jobRestartsCountTowardsMax").is_none(), "{s}");
     }
     c.shutdown().await;
 }

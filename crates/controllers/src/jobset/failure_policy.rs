@@ -98,8 +98,10 @@ fn rj_status<'s>(u: &'s mut Update, js: &JobSet, rjob: &str) -> Result<&'s mut R
     Ok(list.last_mut().expect("just pushed"))
 }
 
-/// Bumps `jobRestarts[index]` (and the counted twin), creating the arrays as zeros of length
-/// `replicas` when absent.
+/// Bumps `jobRestarts[index]` and, for a counted restart only, `jobRestartsCountTowardsMax[index]`,
+/// creating each array as zeros of length `replicas` when absent. As upstream's
+/// `failurePolicyRecreateJob`, an uncounted restart leaves the counted array as it was (absent
+/// until a counted restart of that replicated job).
 fn bump_job(u: &mut Update, js: &JobSet, rjob: &str, index: i32, counted: bool) -> Result<(), String> {
     let replicas = js.replicated_job(rjob).map(|r| r.replicas).unwrap_or(0).max(0) as usize;
     let s = rj_status(u, js, rjob)?;
@@ -107,14 +109,15 @@ fn bump_job(u: &mut Update, js: &JobSet, rjob: &str, index: i32, counted: bool) 
     if i >= replicas.max(s.job_restarts.len()) {
         return Err(format!("job index {index} is out of bounds for replicated job {rjob} ({replicas} replicas)"));
     }
-    for arr in [&mut s.job_restarts, &mut s.job_restarts_count_towards_max] {
-        if arr.len() < replicas {
-            arr.resize(replicas, 0);
-        }
-    }
-    s.job_restarts[i] += 1;
+    let mut arrays = vec![&mut s.job_restarts];
     if counted {
-        s.job_restarts_count_towards_max[i] += 1;
+        arrays.push(&mut s.job_restarts_count_towards_max);
+    }
+    for arr in arrays {
+        if arr.len() <= i {
+            arr.resize(replicas.max(i + 1), 0);
+        }
+        arr[i] += 1;
     }
     s.failed_job_indexes.retain(|&x| x != index);
     Ok(())
@@ -352,7 +355,7 @@ mod tests {
             ("RestartJobSet", 1, 1, vec![], vec![], 0, 0),
             ("RestartJobSetAndIgnoreMaxRestarts", 1, 0, vec![], vec![], 0, 0),
             ("RestartJob", 0, 0, vec![0, 1, 0], vec![0, 1, 0], 0, 0),
-            ("RestartJobAndIgnoreMaxRestarts", 0, 0, vec![0, 1, 0], vec![0, 0, 0], 0, 0),
+            ("RestartJobAndIgnoreMaxRestarts", 0, 0, vec![0, 1, 0], vec![], 0, 0),
             ("RestartReplicatedJob", 0, 0, vec![], vec![], 1, 1),
             ("RestartReplicatedJobAndIgnoreMaxRestarts", 0, 0, vec![], vec![], 1, 0),
         ] {
@@ -363,6 +366,41 @@ mod tests {
             assert_eq!((w.job_restarts, w.job_restarts_count_towards_max), (job_restarts, job_counted), "{action}");
             assert_eq!((w.restarts, w.restarts_count_towards_max), (rj_restarts, rj_counted), "{action}");
             assert_eq!(events.last().unwrap(), &format!("{action}FailurePolicyAction"), "{action}");
+        }
+    }
+
+    #[test]
+    fn restart_job_and_ignore_max_restarts_leaves_job_restarts_count_towards_max_absent_until_a_counted_restart() {
+        let rule = |action: &str| json!({"maxRestarts": 5, "rules": [{"name": "r", "action": action}]});
+        let workers =
+            |s: &JobSetStatus| s.replicated_jobs_status.iter().find(|r| r.name == "workers").cloned().unwrap();
+        // (case, action, failed index, expected jobRestarts, expected jobRestartsCountTowardsMax)
+        let steps = [
+            ("uncounted restart writes only jobRestarts", "RestartJobAndIgnoreMaxRestarts", 1, vec![0, 1, 0], vec![]),
+            (
+                "a second uncounted restart still leaves it absent",
+                "RestartJobAndIgnoreMaxRestarts",
+                2,
+                vec![0, 1, 1],
+                vec![],
+            ),
+            ("a counted restart creates it", "RestartJob", 0, vec![1, 1, 1], vec![1, 0, 0]),
+            (
+                "an uncounted restart keeps it unchanged",
+                "RestartJobAndIgnoreMaxRestarts",
+                0,
+                vec![2, 1, 1],
+                vec![1, 0, 0],
+            ),
+        ];
+        let mut status = JobSetStatus::default();
+        for (case, action, index, job_restarts, counted) in steps {
+            let failed = [job("js", "workers", index).failed("BackoffLimitExceeded", 1).obj()];
+            (status, _, _) = run(&js(rule(action)), status, &failed);
+            let w = workers(&status);
+            let wire = serde_json::to_value(&w).unwrap();
+            assert_eq!(wire.get("jobRestartsCountTowardsMax").is_some(), !counted.is_empty(), "{case}: {wire}");
+            assert_eq!((w.job_restarts, w.job_restarts_count_towards_max), (job_restarts, counted), "{case}");
         }
     }
 
