@@ -200,7 +200,7 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => Ok(()),
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                    Err(e) => Err((name, e.to_string())),
+                    Err(e) => Err((name, api_error_message(&e))),
                 }
             }
         }))
@@ -281,9 +281,18 @@ where
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => {
-            publish(ctx, js, true, reason, &e.to_string()).await;
+            publish(ctx, js, true, reason, &api_error_message(&e)).await;
             Err(e.into())
         }
+    }
+}
+
+/// An API error as Go's `err.Error()` reads in upstream's events: a rejection is the Status
+/// `message` the API server sent (as kubectl shows it), any other error its own text.
+fn api_error_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -394,6 +403,26 @@ pub async fn run(
 mod tests {
     use super::children::fixtures::pod;
     use super::*;
+
+    #[test]
+    fn an_api_error_reads_as_the_status_message_and_any_other_error_as_its_text() {
+        let rejected = kube::Error::Api(
+            kube::core::Status::failure(
+                "Job.batch \"js-w-0\" is invalid: spec.template.spec.containers[0].image: Required value",
+                "Invalid",
+            )
+            .with_code(422)
+            .boxed(),
+        );
+        let other = kube::Error::LinesCodecMaxLineLengthExceeded;
+        let cases = [
+            (&rejected, "Job.batch \"js-w-0\" is invalid: spec.template.spec.containers[0].image: Required value"),
+            (&other, "Error finding newline character"),
+        ];
+        for (err, want) in cases {
+            assert_eq!(api_error_message(err), want, "{err:?}");
+        }
+    }
 
     #[test]
     fn a_pod_event_reconciles_its_jobset_unless_that_is_a_cached_recreate_one() {
