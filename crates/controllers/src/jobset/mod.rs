@@ -32,7 +32,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use self::in_place_restart::Tally;
 use self::metrics::Metrics;
@@ -182,6 +182,14 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
 
     let pp = PatchParams::default();
     for p in &plan.patch_jobs {
+        if p.clear_start_time {
+            let clear = json!({"status": {"startTime": null}});
+            match job_api.patch_status(&p.name, &pp, &Patch::Merge(&clear)).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
         match job_api.patch(&p.name, &pp, &Patch::Merge(&p.patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}

@@ -39,6 +39,9 @@ pub struct SyncInput<'a> {
 pub struct JobPatch {
     pub name: String,
     pub patch: Value,
+    /// Clear `status.startTime` through the status subresource before patching: Kubernetes lets a
+    /// suspended Job's scheduling directives change only while `startTime` is unset.
+    pub clear_start_time: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -144,7 +147,11 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
 
     if js.suspended() {
         for j in c.active.iter().filter(|j| j.job.spec.as_ref().and_then(|s| s.suspend) != Some(true)) {
-            plan.patch_jobs.push(JobPatch { name: j.name.to_string(), patch: json!({"spec": {"suspend": true}}) });
+            plan.patch_jobs.push(JobPatch {
+                name: j.name.to_string(),
+                patch: json!({"spec": {"suspend": true}}),
+                clear_start_time: false,
+            });
         }
         plan.update.set(Cond::new(COND_SUSPENDED, true, REASON_SUSPENDED, MSG_SUSPENDED));
         if plan.update.status.conditions.iter().any(|x| x.type_ == COND_RESTARTING) {
@@ -265,6 +272,7 @@ fn elastic_patches(js: &JobSet, c: &Classified) -> Vec<JobPatch> {
             out.push(JobPatch {
                 name: j.name.to_string(),
                 patch: json!({"spec": {"parallelism": p, "completions": n}}),
+                clear_start_time: false,
             });
         }
     }
@@ -334,14 +342,19 @@ fn startup_in_progress() -> Cond {
 
 /// upstream's `resumeJobsIfNecessary`: suspended Jobs resume in spec order with their
 /// replicated job's pod-template labels, annotations, nodeSelector, tolerations and
-/// schedulingGates merged in. Returns whether the startup waits for a replicated job.
+/// schedulingGates merged in, after clearing the `status.startTime` of a Job that has started
+/// (upstream's `resumeJob`). Returns whether the startup waits for a replicated job.
 fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::ReplicatedJobStatus], plan: &mut Plan) -> bool {
     let (rjs, waiting) = replicated_jobs_to_start(js, statuses, in_order(js));
     for rj in rjs {
         let pod = rj.template.pod_template().cloned().unwrap_or_default();
         for j in c.active.iter().filter(|j| j.rjob == Some(rj.name.as_str())) {
             if j.job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
-                plan.patch_jobs.push(JobPatch { name: j.name.to_string(), patch: resume_patch(j.job, &pod) });
+                plan.patch_jobs.push(JobPatch {
+                    name: j.name.to_string(),
+                    patch: resume_patch(j.job, &pod),
+                    clear_start_time: j.job.status.as_ref().is_some_and(|s| s.start_time.is_some()),
+                });
             }
         }
     }
@@ -384,6 +397,7 @@ fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
 mod tests {
     use super::super::children::fixtures::{job, pod};
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn js(spec: Value, status: Value) -> JobSet {
         let mut s = json!({"replicatedJobs": [
@@ -540,7 +554,10 @@ mod tests {
     #[test]
     fn suspending_suspends_active_jobs_and_says_so() {
         let p = plan(&js(json!({"suspend": true}), json!({})), &[job("js", "a", 0).obj()], &[]);
-        assert_eq!(p.patch_jobs, [JobPatch { name: "js-a-0".into(), patch: json!({"spec": {"suspend": true}}) }]);
+        assert_eq!(
+            p.patch_jobs,
+            [JobPatch { name: "js-a-0".into(), patch: json!({"spec": {"suspend": true}}), clear_start_time: false }]
+        );
         assert_eq!(cond(&p, "Suspended"), Some(("True", "SuspendedJobs")));
         assert!(p.create_jobs.iter().all(|j| j["spec"]["suspend"] == true));
     }
@@ -558,6 +575,20 @@ mod tests {
     }
 
     #[test]
+    fn resuming_clears_the_start_time_only_of_jobs_that_started() {
+        let status = json!({"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
+            "message": "jobset is suspended", "lastTransitionTime": "2020-01-01T00:00:00Z"}]});
+        let mut started = job("js", "a", 1).suspend().obj();
+        started.status.get_or_insert_default().start_time = Some(Time(Timestamp::from_second(500).unwrap()));
+        let cases = [("never started", job("js", "a", 0).suspend().obj(), false), ("started", started, true)];
+        for (name, j, want) in cases {
+            let p = plan(&js(json!({}), status.clone()), &[j], &[]);
+            assert_eq!(p.patch_jobs.len(), 1, "{name}");
+            assert_eq!(p.patch_jobs[0].clear_start_time, want, "{name}");
+        }
+    }
+
+    #[test]
     fn elastic_jobs_follow_the_template() {
         let mut j = js(json!({}), json!({}));
         j.spec.replicated_jobs[0].template.0["spec"]["parallelism"] = json!(3);
@@ -565,7 +596,11 @@ mod tests {
         let p = plan(&j, &[job("js", "a", 0).obj()], &[]);
         assert_eq!(
             p.patch_jobs,
-            [JobPatch { name: "js-a-0".into(), patch: json!({"spec": {"parallelism": 3, "completions": 3}}) }]
+            [JobPatch {
+                name: "js-a-0".into(),
+                patch: json!({"spec": {"parallelism": 3, "completions": 3}}),
+                clear_start_time: false
+            }]
         );
     }
 
