@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::auth::Identity;
 use crate::error::Cause;
 use crate::resources::ResourceDef;
 
@@ -20,6 +21,11 @@ pub trait Lookup {
 pub trait AdmissionHook: Send + Sync {
     /// Mutates a new object (create) or the merged result of an update.
     fn default(&self, _obj: &mut Value, _old: Option<&Value>) {}
+    /// [`AdmissionHook::default`] for a hook that needs to know who is asking (`requester`, as
+    /// an admission webhook's `userInfo`); the server calls this one.
+    fn default_as(&self, obj: &mut Value, old: Option<&Value>, _requester: &Identity) {
+        self.default(obj, old);
+    }
     /// Returns every problem found; an empty list admits the object.
     fn validate(&self, _obj: &Value, _old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         vec![]
@@ -58,9 +64,10 @@ impl Admission {
         !self.for_def(def).is_empty()
     }
 
-    pub fn apply_defaults(&self, def: &ResourceDef, obj: &mut Value, old: Option<&Value>) {
+    /// Runs every hook's defaulting for a request by `requester`.
+    pub fn apply_defaults(&self, def: &ResourceDef, obj: &mut Value, old: Option<&Value>, requester: &Identity) {
         for h in self.for_def(def) {
-            h.default(obj, old);
+            h.default_as(obj, old, requester);
         }
     }
 

@@ -2,15 +2,16 @@
 //! (the logic lives in `jobset_api::job`), JobSet defaulting and validation (upstream's
 //! webhooks; the logic lives in `jobset_api::jobset`; the CRD's schema and CEL rules are
 //! enforced before, by `crate::crd_schema`), with a warning for an `InPlaceRestart` JobSet whose
-//! pods run no in-place restart agent, and AppWrapper validation (upstream's validating webhook;
-//! the logic lives in `jobset_api::appwrapper`), and RBAC objects' defaulting and validation
-//! (`crate::rbac`).
+//! pods run no in-place restart agent, AppWrapper defaulting and validation (upstream's webhooks;
+//! the logic lives in `jobset_api::admission` and `jobset_api::appwrapper`), and RBAC objects'
+//! defaulting and validation (`crate::rbac`).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::admission::{Admission, AdmissionHook, Lookup};
+use crate::auth::Identity;
 use crate::error::Cause;
 
 fn causes(errors: Vec<jobset_api::field::FieldError>) -> Vec<Cause> {
@@ -49,14 +50,19 @@ impl AdmissionHook for JobSetAdmission {
     }
 }
 
-/// AppWrapper admission: upstream's validating webhook on create and update.
-///
-/// Upstream's defaulting webhook is left out: it labels the AppWrapper with the requesting user
-/// (`workload.codeflare.dev/user`, `.../userid`), and hooks are not told who is requesting. (Its
-/// default queue name needs Kueue, which is not here either.)
+/// AppWrapper admission: upstream's webhooks. Defaulting labels a new AppWrapper with the
+/// requesting user (`workload.codeflare.dev/user`, `.../userid`, as `jobset manager`'s webhook
+/// does); validation runs on create and update. (Upstream's default queue name needs Kueue,
+/// which is not here.)
 struct AppWrapperAdmission;
 
 impl AdmissionHook for AppWrapperAdmission {
+    fn default_as(&self, obj: &mut Value, old: Option<&Value>, requester: &Identity) {
+        // Upstream's mutating webhook is registered for CREATE only.
+        if old.is_none() {
+            jobset_api::admission::default_appwrapper_user(obj, &requester.username, &requester.uid);
+        }
+    }
     fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         use jobset_api::appwrapper::validation::{validate_appwrapper, validate_appwrapper_update};
         match old {

@@ -306,8 +306,13 @@ impl ApiServer {
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
     }
 
-    fn ctx(&self) -> Ctx<'_> {
-        Ctx::new(&self.admission)
+    /// The context of a request by `user` (none: in-process, the admin identity).
+    fn ctx(&self, user: Option<&User>) -> Ctx<'_> {
+        let ctx = Ctx::new(&self.admission);
+        match user {
+            Some(user) => ctx.with_requester(self.identity(user)),
+            None => ctx,
+        }
     }
 
     /// Serves `registry` at `GET /metrics` (replacing any registry set before).
@@ -612,7 +617,7 @@ fn decode_continue(token: &str) -> Result<(String, String)> {
 /// Serves a resource request; admission's warnings become `Warning` headers of the response,
 /// whatever its status (as kube-apiserver's warning recorder writes them).
 async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<Response> {
-    let ctx = server.ctx();
+    let ctx = server.ctx(req.extensions().get::<User>());
     let mut resp = serve_resource(server.clone(), &ctx, rp, req).await.unwrap_or_else(IntoResponse::into_response);
     for w in crate::admission::warning_headers(&ctx.take_warnings()) {
         if let Ok(v) = http::HeaderValue::from_bytes(w.as_bytes()) {

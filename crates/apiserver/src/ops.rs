@@ -91,6 +91,8 @@ pub struct Ctx<'a> {
     field_validation: std::sync::OnceLock<crate::crd_schema::FieldValidation>,
     /// Keys the request's body repeats, reported (once) when a custom resource is decoded.
     duplicate_fields: std::sync::Mutex<Vec<String>>,
+    /// Who is asking, as admission's `userInfo` (in-process callers: the admin identity).
+    requester: crate::auth::Identity,
 }
 
 impl<'a> Ctx<'a> {
@@ -101,7 +103,19 @@ impl<'a> Ctx<'a> {
             stage: Default::default(),
             field_validation: Default::default(),
             duplicate_fields: Default::default(),
+            requester: crate::auth::User::Admin.identity(None),
         }
+    }
+
+    /// This context for a request made by `requester`.
+    pub fn with_requester(self, requester: crate::auth::Identity) -> Ctx<'a> {
+        Ctx { requester, ..self }
+    }
+
+    /// Who is asking: the authenticated user, or the admin identity
+    /// ([`crate::auth::ADMIN_USERNAME`], no uid) for in-process callers and the server's token.
+    pub fn requester(&self) -> &crate::auth::Identity {
+        &self.requester
     }
 
     /// Sets how unknown fields of this request's custom resources are treated (once).
@@ -349,7 +363,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
             Some(_) => {}
         }
     }
-    ctx.admission.apply_defaults(def, &mut body, None);
+    ctx.admission.apply_defaults(def, &mut body, None, ctx.requester());
     ctx.admit_webhooks(def, &mut body, None)?;
     // A later webhook pass puts in the first pass's object, with the name generated then.
     let name = meta_str(&body, "name").unwrap_or_default().to_string();
@@ -515,7 +529,7 @@ pub fn update(
         meta.remove("managedFields");
         meta.remove("selfLink");
     }
-    ctx.admission.apply_defaults(def, &mut new, Some(&old));
+    ctx.admission.apply_defaults(def, &mut new, Some(&old), ctx.requester());
     ctx.admit_webhooks(def, &mut new, Some(&old))?;
     if cur.deleting {
         let old_f: Vec<&str> = cur.finalizers.iter().map(String::as_str).collect();
