@@ -166,6 +166,17 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// `names.SimpleNameGenerator.GenerateName`: `base` cut to 58 bytes, then 5 random characters,
+/// so a generated name fits in 63.
+fn generate_name(base: &str) -> String {
+    const MAX_GENERATED_NAME_LENGTH: usize = 63 - 5;
+    let mut cut = base.len().min(MAX_GENERATED_NAME_LENGTH);
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{}", &base[..cut], random_suffix())
+}
+
 fn random_suffix() -> String {
     // Same alphabet as Kubernetes' utilrand.String: no vowels, no confusable characters.
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -320,7 +331,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
     let name = match meta.get("name").and_then(Value::as_str) {
         Some(n) if !n.is_empty() => n.to_string(),
         _ => match meta.get("generateName").and_then(Value::as_str) {
-            Some(g) if !g.is_empty() => format!("{g}{}", random_suffix()),
+            Some(g) if !g.is_empty() => generate_name(g),
             _ => {
                 return Err(ApiError::invalid(
                     def,
@@ -1266,6 +1277,17 @@ mod tests {
     use crate::persist::Memory;
     use crate::resources::Registry;
     use crate::store::{Store, StoreConfig};
+
+    #[test]
+    fn generated_names_cut_the_base_to_58_bytes_like_kubernetes() {
+        for (base, kept) in
+            [("job-", "job-"), (&"a".repeat(58)[..], &"a".repeat(58)[..]), (&"b".repeat(70)[..], &"b".repeat(58)[..])]
+        {
+            let name = generate_name(base);
+            assert_eq!(name.len(), kept.len() + 5, "{name}");
+            assert!(name.starts_with(kept), "{name}");
+        }
+    }
 
     /// A hook that changes nothing: registered for pods, it sends every patch down the general path.
     struct Noop;
