@@ -183,18 +183,21 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let mut rest: &[Pod] = &plan.creates;
     while !rest.is_empty() {
         let (now, later) = rest.split_at(batch.min(rest.len()));
+        let pp = PostParams::default();
+        let results = futures::future::join_all(now.iter().map(|p| pod_api.create(&pp, p))).await;
+        // The server names the pods (generateName): expect the names it answered with. Syncs of
+        // one Job never overlap, so the next one sees these before it reads the cache.
+        let mut failed = None;
         {
             let mut all = ctx.expect(&uid);
             let e = all.get_mut(&uid).expect("just inserted");
-            e.creates.extend(now.iter().map(|p| p.name_any()));
-        }
-        let pp = PostParams::default();
-        let results = futures::future::join_all(now.iter().map(|p| pod_api.create(&pp, p))).await;
-        let mut failed = None;
-        for (p, r) in now.iter().zip(results) {
-            if let Err(e) = r {
-                ctx.expect(&uid).get_mut(&uid).expect("just inserted").creates.remove(&p.name_any());
-                failed = Some(e);
+            for r in results {
+                match r {
+                    Ok(created) => {
+                        e.creates.insert(created.name_any());
+                    }
+                    Err(err) => failed = Some(err),
+                }
             }
         }
         if let Some(e) = failed {

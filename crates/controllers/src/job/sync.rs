@@ -684,11 +684,21 @@ fn manage(
     m
 }
 
-fn random_suffix() -> String {
-    use rand::Rng;
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+/// Kubernetes' `names.MaxGeneratedNameLength`: the longest `generateName` the API server keeps
+/// whole (63 less its five random characters).
+const MAX_GENERATED_NAME_LENGTH: usize = 58;
+
+/// Upstream's `podGenerateNameWithIndex`: `<job>-<index>-`, the Job name shortened so that the
+/// whole prefix fits in [`MAX_GENERATED_NAME_LENGTH`] and the index survives the server's cut.
+pub fn pod_generate_name_with_index(job_name: &str, index: i32) -> String {
+    let append_index = format!("-{index}-");
+    let prefix = format!("{job_name}{append_index}");
+    if prefix.len() <= MAX_GENERATED_NAME_LENGTH {
+        return prefix;
+    }
+    // Job names are DNS labels (ASCII), so byte slicing cannot split a character.
+    let keep = MAX_GENERATED_NAME_LENGTH.saturating_sub(append_index.len());
+    format!("{}{append_index}", &prefix[..keep])
 }
 
 /// A pod for the Job from its template: tracking finalizer, controller reference, and for
@@ -700,18 +710,11 @@ pub fn new_pod(job: &Job, index: Option<(i32, bool)>, (failures, ignored): (i32,
     let mut labels = tmeta.labels.unwrap_or_default();
     let mut annotations = tmeta.annotations.unwrap_or_default();
     let mut pod_spec = template.spec.unwrap_or_default();
-    let prefix = match index {
-        Some((i, _)) => {
-            let suffix = format!("-{i}-");
-            let mut base = job_name.clone();
-            base.truncate(58usize.saturating_sub(suffix.len() - 1));
-            format!("{base}{suffix}")
-        }
-        None => {
-            let mut base = job_name.clone();
-            base.truncate(58);
-            format!("{base}-")
-        }
+    // The server names the pod (upstream's `GetPodFromTemplate` prefix `<job>-`, which the server
+    // cuts to 58 characters; Indexed Jobs keep their index in it).
+    let generate_name = match index {
+        Some((i, _)) => pod_generate_name_with_index(&job_name, i),
+        None => format!("{job_name}-"),
     };
     if let Some((i, per_index)) = index {
         labels.insert(indexes::COMPLETION_INDEX.into(), i.to_string());
@@ -751,7 +754,7 @@ pub fn new_pod(job: &Job, index: Option<(i32, bool)>, (failures, ignored): (i32,
     };
     Pod {
         metadata: ObjectMeta {
-            name: Some(format!("{prefix}{}", random_suffix())),
+            generate_name: Some(generate_name),
             namespace: job.metadata.namespace.clone(),
             labels: Some(labels),
             annotations: (!annotations.is_empty()).then_some(annotations),
@@ -868,8 +871,26 @@ mod tests {
             (owner.uid.as_str(), owner.controller, owner.block_owner_deletion),
             ("job-uid", Some(true), Some(true))
         );
-        assert!(p.metadata.name.as_ref().unwrap().starts_with("job-"));
+        assert_eq!((p.metadata.name.as_deref(), p.metadata.generate_name.as_deref()), (None, Some("job-")));
         assert_eq!(plan.status.unwrap().active, Some(2));
+    }
+
+    #[test]
+    fn pod_generate_name_with_index_keeps_the_index_within_58_characters() {
+        let long = "a".repeat(63);
+        let cases = [
+            ("job", 1, "job-1-".to_string()),
+            // 55 + "-0-" is exactly 58: kept whole.
+            (&long[..55], 0, format!("{}-0-", &long[..55])),
+            (&long[..56], 0, format!("{}-0-", &long[..55])),
+            (&long, 0, format!("{}-0-", &long[..55])),
+            (&long, 12345, format!("{}-12345-", &long[..51])),
+        ];
+        for (job, index, want) in cases {
+            let got = pod_generate_name_with_index(job, index);
+            assert_eq!(got, want, "job name of {} characters, index {index}", job.len());
+            assert!(got.len() <= MAX_GENERATED_NAME_LENGTH);
+        }
     }
 
     #[test]
@@ -881,7 +902,7 @@ mod tests {
         let p = &plan.creates[1];
         assert_eq!(p.annotations()[indexes::COMPLETION_INDEX], "1");
         assert_eq!(p.spec.as_ref().unwrap().hostname.as_deref(), Some("job-1"));
-        assert!(p.metadata.name.as_ref().unwrap().starts_with("job-1-"));
+        assert_eq!((p.metadata.name.as_deref(), p.metadata.generate_name.as_deref()), (None, Some("job-1-")));
         let env = p.spec.as_ref().unwrap().containers[0].env.as_ref().unwrap();
         assert_eq!(env[0].name, "JOB_COMPLETION_INDEX");
     }
