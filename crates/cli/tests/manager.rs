@@ -127,12 +127,9 @@ async fn a_leader_whose_lease_is_taken_over_stops_and_exits() {
     spec.lease_duration_seconds = Some(3600);
     spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(jiff::Timestamp::now()));
     api.replace(LEASE, &PostParams::default(), &lease).await.unwrap();
-    let status = tokio::time::timeout(WAIT, a.child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("manager-a kept running after losing its lease:\n{}", a.stderr.lock().unwrap()))
-        .unwrap();
-    assert_eq!(status.code(), Some(1), "{}", a.stderr.lock().unwrap());
-    assert!(a.stderr.lock().unwrap().contains("leader election lost"), "{}", a.stderr.lock().unwrap());
+    let (status, stderr) = a.exit(WAIT).await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("leader election lost"), "{stderr}");
     a.check();
 }
 
@@ -527,10 +524,10 @@ async fn a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby_at_once
     let _b = c.manager("manager-b").await;
     let pid = nix::unistd::Pid::from_raw(a.child.id().expect("manager-a runs") as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-    let status = tokio::time::timeout(WAIT, a.child.wait()).await.expect("manager-a stops on SIGTERM").unwrap();
+    let (status, stderr) = a.exit(WAIT).await;
     let stopped = Instant::now();
-    assert_eq!(status.code(), Some(0), "{}", a.stderr.lock().unwrap());
-    assert!(a.stderr.lock().unwrap().contains("released lease"), "{}", a.stderr.lock().unwrap());
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("released lease"), "{stderr}");
     // Without the release the standby would wait out the lease duration from its last sight of
     // a renewal.
     let b_at = c.lease_held_by("manager-b", WAIT).await;

@@ -284,6 +284,8 @@ pub struct Manager {
     pub metrics: String,
     pub health: String,
     pub stderr: Arc<Mutex<String>>,
+    /// The task collecting `stderr`; it ends when the process closed the pipe.
+    drain: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Manager {
@@ -308,7 +310,7 @@ impl Manager {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn jobset manager");
-        let (stderr, _) = super::drain_stderr(&mut child);
+        let (stderr, drain) = super::drain_stderr(&mut child);
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let (mut health, mut metrics) = (None, None);
         let listening = tokio::time::timeout(super::STARTUP_TIMEOUT, async {
@@ -332,7 +334,14 @@ impl Manager {
             stderr.lock().unwrap()
         );
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        let m = Manager { child, id: id.to_string(), metrics: metrics.unwrap(), health: health.unwrap(), stderr };
+        let m = Manager {
+            child,
+            id: id.to_string(),
+            metrics: metrics.unwrap(),
+            health: health.unwrap(),
+            stderr,
+            drain: Some(drain),
+        };
         m.until_ready().await;
         m
     }
@@ -373,6 +382,20 @@ impl Manager {
     pub async fn kill(mut self) {
         self.child.kill().await.expect("kill -9 jobset manager");
         self.check();
+    }
+
+    /// Waits (up to `limit`) for the process to exit and for everything it wrote to stderr to be
+    /// collected (the exit can be seen before the pipe's last bytes are read): its exit status and
+    /// whole stderr.
+    pub async fn exit(&mut self, limit: Duration) -> (std::process::ExitStatus, String) {
+        let status = tokio::time::timeout(limit, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} kept running:\n{}", self.id, self.stderr.lock().unwrap()))
+            .expect("wait for jobset manager");
+        if let Some(drain) = self.drain.take() {
+            tokio::time::timeout(limit, drain).await.ok();
+        }
+        (status, self.stderr.lock().unwrap().clone())
     }
 
     pub fn check(&self) {
