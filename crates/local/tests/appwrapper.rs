@@ -265,6 +265,49 @@ async fn exhausting_the_retry_limit_fails_and_deletes_everything() {
     c.shutdown().await;
 }
 
+/// A 400 from the API server (here: a component carrying a resourceVersion) is not one of
+/// upstream's fatal errors (NoMatch, Invalid, an object the AppWrapper does not control): it is
+/// retried within the admission grace period, then `CreateFailed` resets the workload, and with no
+/// retry left fails it. What was being created is on record from before the first attempt.
+#[tokio::test]
+async fn a_rejected_create_is_retried_in_the_admission_grace_period_then_resets() {
+    let c = cluster(1).await;
+    let mut aw = AwBuilder::job("rejected", 1, json!({}))
+        .no_grace()
+        .annotation(ADMISSION_GRACE_PERIOD_DURATION, "300ms")
+        .annotation(RETRY_LIMIT, "1");
+    aw.0["spec"]["components"][0]["template"]["metadata"]["resourceVersion"] = json!("7");
+    let (api, history) = start(&c, aw.build()).await;
+
+    let failed = wait_aw(&api, "rejected", "Failed", |a| phase(a) == Some(Failed)).await;
+    let message = "error creating components: resourceVersion should not be set on objects to be created";
+    assert_eq!(condition(&failed, UNHEALTHY), ("True".into(), "CreateFailed".into(), message.into()));
+    assert_eq!(resets(&failed), 1, "a non-fatal error spends a retry");
+    assert_eq!(phases(&history.versions()), [Suspended, Resuming, Resetting, Resuming, Failed]);
+
+    let component = |a: &AppWrapper| a.status.as_ref().and_then(|s| s.component_status.first().cloned());
+    let recorded = component(&failed).unwrap();
+    assert_eq!(
+        (recorded.name.as_str(), recorded.kind.as_str(), recorded.api_version.as_str()),
+        ("rejected-job", "Job", "batch/v1")
+    );
+    let reasons: Vec<(String, String)> = history
+        .versions()
+        .iter()
+        .filter_map(component)
+        .filter_map(|cs| cs.conditions.into_iter().find(|c| c.type_ == RESOURCES_DEPLOYED))
+        .map(|c| (c.status, c.reason))
+        .collect();
+    assert_eq!(
+        reasons.first(),
+        Some(&("Unknown".into(), "ComponentCreationInitiated".into())),
+        "recorded before the first attempt: {reasons:?}"
+    );
+    assert!(reasons.contains(&("False".into(), "ComponentCreationErrored".into())), "{reasons:?}");
+    assert!(Api::<Job>::namespaced(c.client(), "default").get_opt("rejected-job").await.unwrap().is_none());
+    c.shutdown().await;
+}
+
 #[tokio::test]
 async fn terminal_exit_code_fails_without_a_reset() {
     let c = cluster(1).await;

@@ -130,7 +130,7 @@ async fn reconcile_inner(aw: Arc<AppWrapper>, ctx: &Ctx) -> Result<Action, Error
     let ns = aw.namespace().unwrap_or_default();
     let ft = ctx.config.appwrapper.fault_tolerance.for_appwrapper(&aw.metadata);
     let observed = observe(&aw, &ns, &ft, ctx).await?;
-    let created = if sync::creates(&aw) { create_components(&aw, &ns, ctx).await } else { vec![] };
+    let (aw, created) = if sync::creates(&aw) { create_components(aw, &ns, ctx).await? } else { (aw, vec![]) };
     let plan = sync::sync(&SyncInput {
         aw: &aw,
         ft: &ft,
@@ -283,11 +283,35 @@ async fn observe_component(aw: &AppWrapper, ns: &str, i: usize, ctx: &Ctx) -> Re
 }
 
 /// Creates the components not yet deployed, in order, stopping at the first error (as upstream).
-async fn create_components(aw: &AppWrapper, ns: &str, ctx: &Ctx) -> Vec<Created> {
+/// Before the first attempt at a component, its identity is recorded in a status write
+/// ([`sync::initiate`]); the AppWrapper as last written is returned with the outcomes.
+async fn create_components(
+    mut aw: Arc<AppWrapper>,
+    ns: &str,
+    ctx: &Ctx,
+) -> Result<(Arc<AppWrapper>, Vec<Created>), Error> {
     let mut out = vec![];
-    for index in sync::to_create(aw) {
-        match create_component(aw, ns, index, ctx).await {
-            Ok((name, gvk)) => out.push(Created::Ok {
+    for index in sync::to_create(&aw) {
+        let built = resources::build_component(&aw, index, &ctx.config.appwrapper).and_then(|obj| {
+            gvk_of(&obj).map(|gvk| (obj, gvk)).ok_or_else(|| CreateError::fatal("failed to decode as JSON"))
+        });
+        let (obj, gvk) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                out.push(Created::Err { index, message: e.message, fatal: e.fatal });
+                break;
+            }
+        };
+        if let Some(status) = sync::initiate(&aw, index, &obj, jiff::Timestamp::now()) {
+            let api: Api<AppWrapper> = Api::namespaced(ctx.client.clone(), ns);
+            let mut next = (*aw).clone();
+            next.status = Some(status);
+            let written = api.replace_status(&next.name_any(), &PostParams::default(), &next).await?;
+            lock(&ctx.written).insert(written.metadata.uid.clone().unwrap_or_default(), rv(&written));
+            aw = Arc::new(written);
+        }
+        match create_component(&aw, ns, obj, &gvk, ctx).await {
+            Ok(name) => out.push(Created::Ok {
                 index,
                 name,
                 kind: gvk.kind.clone(),
@@ -299,43 +323,51 @@ async fn create_components(aw: &AppWrapper, ns: &str, ctx: &Ctx) -> Vec<Created>
             }
         }
     }
-    out
+    Ok((aw, out))
 }
 
+/// The message of an API error (a Status's, as upstream's `err.Error()`), else the error.
+fn message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
+    }
+}
+
+/// Creates `obj`, returning its name. Fatal, as upstream's `createComponent`: no such kind
+/// (NoMatch), Invalid (422), and an object of that name the AppWrapper does not control; every
+/// other error (a 400, a quota's 403, a timeout) is retried within the admission grace period.
 async fn create_component(
     aw: &AppWrapper,
     ns: &str,
-    index: usize,
+    obj: Value,
+    gvk: &GroupVersionKind,
     ctx: &Ctx,
-) -> Result<(String, GroupVersionKind), CreateError> {
-    let obj = resources::build_component(aw, index, &ctx.config.appwrapper)?;
-    let gvk = gvk_of(&obj).ok_or_else(|| CreateError::fatal("failed to decode as JSON"))?;
-    let resource = api_resource(ctx, &gvk).await.map_err(|e| match e {
+) -> Result<String, CreateError> {
+    let resource = api_resource(ctx, gvk).await.map_err(|e| match e {
         kube::Error::Api(s) if s.code == 404 => {
             CreateError::fatal(format!("no matches for kind {:?}: {}", gvk.kind, s.message))
         }
         kube::Error::Discovery(d) => CreateError::fatal(format!("no matches for kind {:?}: {d}", gvk.kind)),
-        e => CreateError::retryable(e.to_string()),
+        e => CreateError::retryable(message(&e)),
     })?;
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &resource);
     let dynamic: DynamicObject =
         serde_json::from_value(obj).map_err(|e| CreateError::fatal(format!("failed to decode as JSON: {e}")))?;
     match api.create(&PostParams::default(), &dynamic).await {
-        Ok(created) => Ok((created.name_any(), gvk)),
+        Ok(created) => Ok(created.name_any()),
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let name = dynamic.name_any();
             match api.get_opt(&name).await {
-                Ok(Some(existing)) if controlled_by(&existing, aw) => Ok((name, gvk)),
+                Ok(Some(existing)) if controlled_by(&existing, aw) => Ok(name),
                 Ok(_) => {
                     Err(CreateError::fatal(format!("resource {name} exists, but is not controlled by appwrapper")))
                 }
-                Err(e) => Err(CreateError::retryable(e.to_string())),
+                Err(e) => Err(CreateError::retryable(message(&e))),
             }
         }
-        // Invalid is fatal, as upstream; so is a 400, which answers a malformed object that
-        // upstream rejects before sending. A 403 (quota, a terminating namespace) may clear: retry.
-        Err(kube::Error::Api(s)) if s.code == 422 || s.code == 400 => Err(CreateError::fatal(s.message)),
-        Err(e) => Err(CreateError::retryable(e.to_string())),
+        Err(kube::Error::Api(s)) if s.code == 422 => Err(CreateError::fatal(s.message)),
+        Err(e) => Err(CreateError::retryable(message(&e))),
     }
 }
 

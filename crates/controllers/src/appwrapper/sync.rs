@@ -23,6 +23,7 @@ use jobset_api::appwrapper::{
 };
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::Value;
 
 use AppWrapperPhase::*;
 
@@ -158,6 +159,27 @@ pub fn to_create(aw: &AppWrapper) -> Vec<usize> {
     (0..aw.spec.components.len())
         .filter(|&i| !statuses.get(i).is_some_and(|c| cond_true(&c.conditions, RESOURCES_DEPLOYED)))
         .collect()
+}
+
+/// The status to write before the first attempt to create component `index` as `object`, as
+/// upstream's `createComponent` does: the object's name, kind and apiVersion, and the component's
+/// `ResourcesDeployed` Unknown (`ComponentCreationInitiated`), so what is being created is on
+/// record whatever happens next. None when that condition exists already (a later attempt).
+pub fn initiate(aw: &AppWrapper, index: usize, object: &Value, now: Timestamp) -> Option<AppWrapperStatus> {
+    let mut status = aw.status.clone().unwrap_or_default();
+    if status.component_status.get(index).is_some_and(|c| c.conditions.iter().any(|c| c.type_ == RESOURCES_DEPLOYED)) {
+        return None;
+    }
+    if status.component_status.len() <= index {
+        status.component_status.resize_with(index + 1, Default::default);
+    }
+    let str_at = |pointer: &str| object.pointer(pointer).and_then(Value::as_str).unwrap_or_default().to_string();
+    let cs = &mut status.component_status[index];
+    cs.name = str_at("/metadata/name");
+    cs.kind = str_at("/kind");
+    cs.api_version = str_at("/apiVersion");
+    set_condition_to(&mut cs.conditions, RESOURCES_DEPLOYED, "Unknown", "ComponentCreationInitiated", "", now);
+    Some(status)
 }
 
 /// Whether the shell should create components before calling [`sync`].
@@ -596,7 +618,11 @@ fn cond_true(conds: &[Condition], t: &str) -> bool {
 /// `meta.SetStatusCondition`: reason and message always updated; `lastTransitionTime` only when
 /// the status flips (or the condition is new).
 pub fn set_condition(conds: &mut Vec<Condition>, t: &str, status: bool, reason: &str, message: &str, now: Timestamp) {
-    let s = if status { "True" } else { "False" };
+    set_condition_to(conds, t, if status { "True" } else { "False" }, reason, message, now);
+}
+
+/// [`set_condition`] with any status (`Unknown` included).
+fn set_condition_to(conds: &mut Vec<Condition>, t: &str, s: &str, reason: &str, message: &str, now: Timestamp) {
     match conds.iter_mut().find(|c| c.type_ == t) {
         Some(c) => {
             if c.status != s {

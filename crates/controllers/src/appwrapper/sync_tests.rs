@@ -410,6 +410,48 @@ fn a_retryable_create_error_with_no_resets_left_fails() {
     assert_eq!(condition(&p, UNHEALTHY).1, "CreateFailed");
 }
 
+/// The object `build_component` makes of the fixture's component.
+fn built_job() -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "aw-job", "namespace": "ns"}, "spec": {}})
+}
+
+#[test]
+fn the_first_attempt_at_a_component_is_recorded_before_the_create() {
+    let fx = resuming();
+    let status = initiate(&fx.aw, 0, &built_job(), now()).expect("a status to write");
+    let cs = &status.component_status[0];
+    assert_eq!((cs.name.as_str(), cs.kind.as_str(), cs.api_version.as_str()), ("aw-job", "Job", "batch/v1"));
+    let c = cs.conditions.iter().find(|c| c.type_ == RESOURCES_DEPLOYED).unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        ("Unknown", "ComponentCreationInitiated", "")
+    );
+    assert_eq!(c.last_transition_time.0, now());
+    assert_eq!(cs.pod_sets, fx.aw.status.as_ref().unwrap().component_status[0].pod_sets, "podSets kept");
+    assert_eq!(status.phase, Some(Resuming), "nothing else changes");
+}
+
+#[test]
+fn a_later_attempt_is_not_recorded_again() {
+    let mut errored = resuming();
+    errored.aw.status = Some(resuming().created(create_err(false)).run().status);
+    let mut initiated = resuming();
+    initiated.aw.status = initiate(&initiated.aw, 0, &built_job(), ago(5));
+    // ResourcesDeployed False (an earlier error), True (created), Unknown (initiated).
+    for (what, fx) in [("errored", errored), ("created", resuming().component_created()), ("initiated", initiated)] {
+        assert_eq!(initiate(&fx.aw, 0, &built_job(), now()), None, "{what}");
+    }
+}
+
+#[test]
+fn a_component_missing_from_the_status_gets_an_entry() {
+    let mut fx = resuming();
+    fx.aw.spec.components.push(job_component());
+    let status = initiate(&fx.aw, 1, &built_job(), now()).unwrap();
+    assert_eq!(status.component_status.len(), 2);
+    assert_eq!(status.component_status[1].name, "aw-job");
+}
+
 #[test]
 fn a_fatal_create_error_fails_at_once_even_within_the_grace_period() {
     let p = resuming().created(create_err(true)).run();
