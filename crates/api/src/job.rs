@@ -7,8 +7,8 @@
 //! with every Job feature gate in its GA state. Error texts and field paths are upstream's.
 //!
 //! Not covered here: generic `ObjectMeta` validation (names, labels, annotations, owner
-//! references; the API server does that for every kind) and `ValidatePodTemplateSpec` (the pod
-//! spec inside the template).
+//! references; the API server does that for every kind) and, of `ValidatePodTemplateSpec`, all
+//! but the pod spec checks of [`crate::pod::validate_pod_spec`].
 //!
 //! **Local-mode extension.** A `podFailurePolicy` rule may carry `setConditionReason`: a Kubernetes
 //! condition reason (`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, at most 1024 bytes) that the Job
@@ -50,7 +50,7 @@ const ACTIONS: &[&str] = &["Count", "FailIndex", "FailJob", "Ignore"];
 const OPERATORS: &[&str] = &["In", "NotIn"];
 const CONDITION_STATUSES: &[&str] = &["False", "True", "Unknown"];
 const IMMUTABLE: &str = "field is immutable";
-const NONNEGATIVE: &str = "must be greater than or equal to 0";
+pub(crate) const NONNEGATIVE: &str = "must be greater than or equal to 0";
 
 // ---------------------------------------------------------------------------------------------
 // Defaulting
@@ -446,6 +446,10 @@ fn validate_job_spec(spec: &Value, opts: &Options, errs: &mut Vec<FieldError>) {
         }
     }
 
+    // `ValidatePodTemplateSpec`'s pod spec checks come right before the Job's restartPolicy check.
+    let template_spec = ptr(spec, &["template", "spec"]).unwrap_or(&Value::Null);
+    errs.extend(crate::pod::validate_pod_spec(template_spec, "spec.template.spec"));
+
     // restartPolicy is defaulted to Always for pod templates, so Always and "" get the same error.
     let restart_path = "spec.template.spec.restartPolicy";
     let restart_value = ptr(spec, &["template", "spec", "restartPolicy"]).cloned().unwrap_or(json!(""));
@@ -743,7 +747,7 @@ fn validate_success_policy(sp: &Value, completions: Option<i64>, errs: &mut Vec<
 }
 
 /// `validateIndexesFormat`: the number of indexes in an interval list like `1,3-5`.
-fn validate_indexes_format(s: &str, completions: i64) -> Result<i64, String> {
+pub(crate) fn validate_indexes_format(s: &str, completions: i64) -> Result<i64, String> {
     if s.is_empty() {
         return Ok(0);
     }
@@ -762,7 +766,7 @@ fn validate_indexes_format(s: &str, completions: i64) -> Result<i64, String> {
     Ok(total)
 }
 
-fn parse_index_interval(interval: &str, completions: i64) -> Result<(i64, i64), String> {
+pub(crate) fn parse_index_interval(interval: &str, completions: i64) -> Result<(i64, i64), String> {
     let limits: Vec<&str> = interval.split('-').collect();
     if limits.len() > 2 {
         return Err(format!(
@@ -1360,10 +1364,22 @@ mod tests {
             case(
                 "an unknown restartPolicy is not supported",
                 |j| set(j, "/spec/template/spec/restartPolicy", json!("Sometimes")),
-                &[(
-                    "spec.template.spec.restartPolicy",
-                    r#"Unsupported value: "Sometimes": supported values: "OnFailure", "Never""#,
-                )],
+                &[
+                    // The pod template's own check, then the Job's.
+                    (
+                        "spec.template.spec.restartPolicy",
+                        r#"Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never""#,
+                    ),
+                    (
+                        "spec.template.spec.restartPolicy",
+                        r#"Unsupported value: "Sometimes": supported values: "OnFailure", "Never""#,
+                    ),
+                ],
+            ),
+            case(
+                "the pod template is validated as a pod spec",
+                |j| set(j, "/spec/template/spec/containers/0/image", json!("")),
+                &[("spec.template.spec.containers[0].image", "Required value")],
             ),
             case(
                 "restartPolicy OnFailure is valid without a podFailurePolicy",

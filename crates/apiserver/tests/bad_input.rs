@@ -206,7 +206,9 @@ async fn wrong_api_version_or_kind_is_a_bad_request() {
     // Empty (or absent) apiVersion and kind are unset: the URL says what the object is.
     for (i, (av, kind)) in [(json!(""), json!("")), (Value::Null, Value::Null)].into_iter().enumerate() {
         let name = format!("typed-by-url-{i}");
-        let r = h.post_json(PODS, &json!({"apiVersion": av, "kind": kind, "metadata": {"name": name}})).await;
+        let spec = json!({"containers": [{"name": "main", "image": "busybox"}]});
+        let r =
+            h.post_json(PODS, &json!({"apiVersion": av, "kind": kind, "metadata": {"name": name}, "spec": spec})).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.body));
         assert_eq!((r.json()["apiVersion"].clone(), r.json()["kind"].clone()), (json!("v1"), json!("Pod")));
     }

@@ -1,0 +1,672 @@
+//! Pod validation, as kube-apiserver does it: the checks of `ValidatePodCreate` and
+//! `ValidatePodSpec` (`pkg/apis/core/validation/validation.go`) that concern containers and
+//! restart policies, with upstream's field paths and messages. A Job's pod template gets the
+//! same spec checks (`ValidatePodTemplateSpec`, called from `crate::job`).
+//!
+//! Covered: no containers; container names (required, DNS-1123 labels, unique across
+//! `initContainers` and `containers`); an empty `image` (and, on a Pod, leading or trailing
+//! blanks); `ports` (names, numbers, protocols) and host-port conflicts; unknown
+//! `terminationMessagePolicy` / `imagePullPolicy`; the container `restartPolicy` and
+//! `restartPolicyRules` (with the `ContainerRestartRules` and `RestartAllContainersOnContainerExits`
+//! features on, so `RestartAllContainers` is an allowed action, as the node agents implement it);
+//! lifecycle hooks and probes on init containers that are not sidecars; unknown pod
+//! `restartPolicy` and `dnsPolicy`; on create, `ephemeralContainers` and a `nodeName` set while
+//! `schedulingGates` remain.
+//!
+//! Not covered: volumes, env, resources, probes' contents, security contexts, affinity and the
+//! other fields `ValidatePodSpec` checks. The API server does not default pods, so a field
+//! upstream defaults before validating (pod and port `protocol`, `restartPolicy`,
+//! `terminationMessagePolicy`, `imagePullPolicy`, `dnsPolicy`) is accepted when absent or empty.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use crate::field::FieldError;
+use crate::validation::{DNS1123_LABEL_FMT, matches_dns1123_label, max_len_error, regex_error};
+
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const PORT_RANGE_ERR: &str = "must be between 1 and 65535, inclusive";
+const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
+const DNS_POLICIES: &[&str] = &["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"];
+const TERMINATION_MESSAGE_POLICIES: &[&str] = &["File", "FallbackToLogsOnError"];
+// `sets.List` order (sorted), as upstream passes these sets to `field.NotSupported`.
+const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
+const PORT_PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
+const CONTAINER_RESTART_POLICIES: &[&str] = &["Always", "Never", "OnFailure"];
+const RESTART_RULE_ACTIONS: &[&str] = &["Restart", "RestartAllContainers"];
+const RESTART_RULE_OPERATORS: &[&str] = &["In", "NotIn"];
+const MAX_RESTART_RULES: usize = 20;
+const MAX_RESTART_RULE_EXIT_CODES: usize = 255;
+const INIT_ONLY_WITH_RESTART_ALWAYS: &str = "may not be set for init containers without restartPolicy=Always";
+
+/// Validates a Pod: `ValidatePodCreate` on create (`old` is `None`).
+///
+/// On update only a changed `spec` is checked, and only for problems the stored spec did not
+/// already have: status writes and metadata updates of stored pods always pass, and a pod stored
+/// before these checks existed stays updatable. (Upstream's `ValidatePodUpdate` also makes most
+/// of the spec immutable; that is not enforced here.)
+pub fn validate_pod(pod: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let null = Value::Null;
+    let spec = pod.get("spec").unwrap_or(&null);
+    let Some(old) = old else {
+        let mut errs = validate_pod_metadata_and_spec(spec);
+        if get(spec, "ephemeralContainers").and_then(Value::as_array).is_some_and(|c| !c.is_empty()) {
+            errs.push(FieldError::forbidden("spec.ephemeralContainers", "cannot be set on create"));
+        }
+        let node_name = str_at(spec, "nodeName").unwrap_or_default();
+        if !node_name.is_empty()
+            && get(spec, "schedulingGates").and_then(Value::as_array).is_some_and(|g| !g.is_empty())
+        {
+            errs.push(FieldError::forbidden(
+                "spec.nodeName",
+                "cannot be set until all schedulingGates have been cleared",
+            ));
+        }
+        return errs;
+    };
+    let old_spec = old.get("spec").unwrap_or(&null);
+    if spec == old_spec {
+        return Vec::new();
+    }
+    let before: HashSet<String> = validate_pod_metadata_and_spec(old_spec).iter().map(ToString::to_string).collect();
+    validate_pod_metadata_and_spec(spec).into_iter().filter(|e| !before.contains(&e.to_string())).collect()
+}
+
+/// The spec part of `validatePodMetadataAndSpec`: `ValidatePodSpec`, then the checks only Pods
+/// (not templates) get.
+fn validate_pod_metadata_and_spec(spec: &Value) -> Vec<FieldError> {
+    let mut errs = validate_pod_spec(spec, "spec");
+    for key in ["containers", "initContainers"] {
+        for (i, c) in containers(spec, key).iter().enumerate() {
+            if let Some(image) = str_at(c, "image")
+                && image.trim() != image
+            {
+                errs.push(FieldError::invalid(
+                    format!("spec.{key}[{i}].image"),
+                    &json!(image),
+                    "must not have leading or trailing whitespace",
+                ));
+            }
+        }
+    }
+    errs
+}
+
+/// `ValidatePodSpec` (the checks listed in the module documentation) of the pod spec at `path`
+/// (`spec` for a Pod, `spec.template.spec` for a Job's template).
+pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let regular = containers(spec, "containers");
+    validate_containers(regular, &format!("{path}.containers"), &mut errs);
+    validate_init_containers(containers(spec, "initContainers"), regular, &format!("{path}.initContainers"), &mut errs);
+    not_supported_if_set(spec, "restartPolicy", RESTART_POLICIES, path, &mut errs);
+    not_supported_if_set(spec, "dnsPolicy", DNS_POLICIES, path, &mut errs);
+    errs
+}
+
+/// `validateContainers`.
+fn validate_containers(list: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    if list.is_empty() {
+        errs.push(FieldError::required(path, ""));
+        return;
+    }
+    let mut names = HashSet::new();
+    for (i, c) in list.iter().enumerate() {
+        let c_path = format!("{path}[{i}]");
+        validate_container_common(c, &c_path, errs);
+        // Collisions with init containers are reported on the init container.
+        let name = str_at(c, "name").unwrap_or_default();
+        if !names.insert(name) {
+            errs.push(FieldError::duplicate(format!("{c_path}.name"), &json!(name)));
+        }
+        validate_container_restart_policy(c, &c_path, errs);
+    }
+    check_host_port_conflicts(list, path, errs);
+}
+
+/// `validateInitContainers`.
+fn validate_init_containers(list: &[Value], regular: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    let mut names: HashSet<&str> = regular.iter().map(|c| str_at(c, "name").unwrap_or_default()).collect();
+    for (i, c) in list.iter().enumerate() {
+        let c_path = format!("{path}[{i}]");
+        validate_container_common(c, &c_path, errs);
+        // `validateInitContainerRestartPolicy` with both restart-rule features on comes down to
+        // the regular containers' check.
+        validate_container_restart_policy(c, &c_path, errs);
+        let name = str_at(c, "name").unwrap_or_default();
+        if names.contains(name) {
+            errs.push(FieldError::duplicate(format!("{c_path}.name"), &json!(name)));
+        } else if !name.is_empty() {
+            names.insert(name);
+        }
+        // Init containers run one by one, so each is checked alone; upstream passes a one-item
+        // list with the list's path, so the path always says `[0]`.
+        check_host_port_conflicts(std::slice::from_ref(c), path, errs);
+        if str_at(c, "restartPolicy") != Some("Always") {
+            for field in ["lifecycle", "livenessProbe", "readinessProbe", "startupProbe"] {
+                if get(c, field).is_some() {
+                    errs.push(FieldError::forbidden(format!("{c_path}.{field}"), INIT_ONLY_WITH_RESTART_ALWAYS));
+                }
+            }
+        }
+    }
+}
+
+/// `validateContainerCommon`: name, image, termination message policy, ports, pull policy.
+fn validate_container_common(c: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let name_path = format!("{path}.name");
+    match str_at(c, "name").unwrap_or_default() {
+        "" => errs.push(FieldError::required(name_path, "")),
+        name => {
+            for msg in dns1123_label_errors(name) {
+                errs.push(FieldError::invalid(&name_path, &json!(name), msg));
+            }
+        }
+    }
+    if get(c, "image").is_none_or(|i| i.as_str() == Some("")) {
+        errs.push(FieldError::required(format!("{path}.image"), ""));
+    }
+    not_supported_if_set(c, "terminationMessagePolicy", TERMINATION_MESSAGE_POLICIES, path, errs);
+    validate_container_ports(
+        get(c, "ports").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default(),
+        path,
+        errs,
+    );
+    not_supported_if_set(c, "imagePullPolicy", PULL_POLICIES, path, errs);
+}
+
+/// `validateContainerPorts`.
+fn validate_container_ports(ports: &[Value], container_path: &str, errs: &mut Vec<FieldError>) {
+    let mut names = HashSet::new();
+    for (i, port) in ports.iter().enumerate() {
+        let path = format!("{container_path}.ports[{i}]");
+        if let Some(name) = str_at(port, "name").filter(|n| !n.is_empty()) {
+            let msgs = port_name_errors(name);
+            if !msgs.is_empty() {
+                for msg in msgs {
+                    errs.push(FieldError::invalid(format!("{path}.name"), &json!(name), msg));
+                }
+            } else if !names.insert(name) {
+                errs.push(FieldError::duplicate(format!("{path}.name"), &json!(name)));
+            }
+        }
+        match get(port, "containerPort") {
+            None => errs.push(FieldError::required(format!("{path}.containerPort"), "")),
+            Some(v) if v.as_i64() == Some(0) => errs.push(FieldError::required(format!("{path}.containerPort"), "")),
+            Some(v) if !is_port_number(v) => {
+                errs.push(FieldError::invalid(format!("{path}.containerPort"), v, PORT_RANGE_ERR))
+            }
+            Some(_) => {}
+        }
+        if let Some(v) = get(port, "hostPort").filter(|v| v.as_i64() != Some(0))
+            && !is_port_number(v)
+        {
+            errs.push(FieldError::invalid(format!("{path}.hostPort"), v, PORT_RANGE_ERR));
+        }
+        not_supported_if_set(port, "protocol", PORT_PROTOCOLS, &path, errs);
+    }
+}
+
+fn is_port_number(v: &Value) -> bool {
+    v.as_i64().is_some_and(|n| (1..=65535).contains(&n))
+}
+
+/// `checkHostPortConflicts` / `AccumulateUniqueHostPorts`: a `protocol/hostIP/hostPort` used twice.
+fn check_host_port_conflicts(list: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    let mut seen = HashSet::new();
+    for (ci, c) in list.iter().enumerate() {
+        let ports = get(c, "ports").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        for (pi, port) in ports.iter().enumerate() {
+            let host_port = get(port, "hostPort").and_then(Value::as_i64).unwrap_or(0);
+            if host_port == 0 {
+                continue;
+            }
+            // The protocol as defaulted (TCP).
+            let protocol = str_at(port, "protocol").filter(|p| !p.is_empty()).unwrap_or("TCP");
+            let host_ip = str_at(port, "hostIP").unwrap_or_default();
+            let key = format!("{protocol}/{host_ip}/{host_port}");
+            if seen.contains(&key) {
+                errs.push(FieldError::duplicate(format!("{path}[{ci}].ports[{pi}].hostPort"), &json!(key)));
+            } else {
+                seen.insert(key);
+            }
+        }
+    }
+}
+
+/// `validateContainerRestartPolicy`: the container-level `restartPolicy` and `restartPolicyRules`.
+fn validate_container_restart_policy(c: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let rules = get(c, "restartPolicyRules").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let policy_path = format!("{path}.restartPolicy");
+    match get(c, "restartPolicy") {
+        None if rules.is_empty() => return,
+        None => errs.push(FieldError::required(policy_path, "must specify restartPolicy when restart rules are used")),
+        Some(p) if !p.as_str().is_some_and(|p| CONTAINER_RESTART_POLICIES.contains(&p)) => {
+            errs.push(FieldError::not_supported(policy_path, p, CONTAINER_RESTART_POLICIES))
+        }
+        Some(_) => {}
+    }
+    let rules_path = format!("{path}.restartPolicyRules");
+    if rules.len() > MAX_RESTART_RULES {
+        errs.push(FieldError::too_many(&rules_path, rules.len(), MAX_RESTART_RULES));
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        let rule_path = format!("{rules_path}[{i}]");
+        let action = get(rule, "action").cloned().unwrap_or(json!(""));
+        if !action.as_str().is_some_and(|a| RESTART_RULE_ACTIONS.contains(&a)) {
+            errs.push(FieldError::not_supported(format!("{rule_path}.action"), &action, RESTART_RULE_ACTIONS));
+        }
+        let Some(exit_codes) = get(rule, "exitCodes") else {
+            errs.push(FieldError::required(format!("{rule_path}.exitCodes"), "must be specified"));
+            continue;
+        };
+        let operator = get(exit_codes, "operator").cloned().unwrap_or(json!(""));
+        if !operator.as_str().is_some_and(|o| RESTART_RULE_OPERATORS.contains(&o)) {
+            errs.push(FieldError::not_supported(
+                format!("{rule_path}.exitCodes.operator"),
+                &operator,
+                RESTART_RULE_OPERATORS,
+            ));
+        }
+        let values = get(exit_codes, "values").and_then(Value::as_array).map_or(0, Vec::len);
+        if values > MAX_RESTART_RULE_EXIT_CODES {
+            errs.push(FieldError::too_many(
+                format!("{rule_path}.exitCodes.values"),
+                values,
+                MAX_RESTART_RULE_EXIT_CODES,
+            ));
+        }
+    }
+}
+
+/// `field.NotSupported` for an enum field set to something else than `supported`; an absent or
+/// empty field is left alone (upstream defaults it before validating).
+fn not_supported_if_set(obj: &Value, key: &str, supported: &[&str], path: &str, errs: &mut Vec<FieldError>) {
+    let Some(v) = get(obj, key) else { return };
+    if v.as_str().is_some_and(|s| s.is_empty() || supported.contains(&s)) {
+        return;
+    }
+    errs.push(FieldError::not_supported(format!("{path}.{key}"), v, supported));
+}
+
+/// `validation.IsDNS1123Label`.
+fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !matches_dns1123_label(value) {
+        if value.split('.').all(matches_dns1123_label) {
+            // A valid subdomain: it is the dots.
+            errs.push("must not contain dots".to_string());
+        } else {
+            errs.push(regex_error(DNS1123_LABEL_ERR, DNS1123_LABEL_FMT, &["my-name", "123-abc"]));
+        }
+    }
+    errs
+}
+
+/// `validation.IsValidPortName` (an IANA service name).
+fn port_name_errors(port: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if port.len() > 15 {
+        errs.push(max_len_error(15));
+    }
+    if port.is_empty() || !port.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string());
+    }
+    if !port.bytes().any(|b| b.is_ascii_lowercase()) {
+        errs.push("must contain at least one letter (a-z)".to_string());
+    }
+    if port.contains("--") {
+        errs.push("must not contain consecutive hyphens".to_string());
+    }
+    if port.starts_with('-') || port.ends_with('-') {
+        errs.push("must not begin or end with a hyphen".to_string());
+    }
+    errs
+}
+
+/// The list under `key`; empty when absent or not a list.
+fn containers<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+    get(spec, key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
+}
+
+/// A field of an object; `None` when absent or null.
+fn get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get(key).filter(|v| !v.is_null())
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    get(v, key).and_then(Value::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+    fn pod(spec: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec})
+    }
+
+    fn ok_spec() -> Value {
+        json!({"containers": [{"name": "c", "image": "busybox"}]})
+    }
+
+    fn rendered(errs: &[FieldError]) -> Vec<String> {
+        errs.iter().map(ToString::to_string).collect()
+    }
+
+    /// `n` restart rules restarting on exit code 42.
+    fn rules(n: usize) -> Value {
+        json!(vec![json!({"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}); n])
+    }
+
+    #[test]
+    fn pod_create_validation() {
+        let long = "a".repeat(64);
+        let cases: Vec<(&str, Value, Vec<String>)> = vec![
+            ("a pod with one named container and an image is valid", ok_spec(), vec![]),
+            ("no containers is required", json!({}), vec!["spec.containers: Required value".into()]),
+            ("an empty container list is required", json!({"containers": []}), vec!["spec.containers: Required value".into()]),
+            (
+                "a missing or empty image is required",
+                json!({"containers": [{"name": "a"}, {"name": "b", "image": ""}]}),
+                vec!["spec.containers[0].image: Required value".into(), "spec.containers[1].image: Required value".into()],
+            ),
+            (
+                "an image with blanks around it is invalid on a pod",
+                json!({"containers": [{"name": "a", "image": " busybox"}]}),
+                vec![r#"spec.containers[0].image: Invalid value: " busybox": must not have leading or trailing whitespace"#.into()],
+            ),
+            (
+                "a container name that is not a DNS-1123 label is invalid",
+                json!({"containers": [{"name": "Bad_Name", "image": "busybox"}]}),
+                vec![format!(r#"spec.containers[0].name: Invalid value: "Bad_Name": {LABEL_ERR}"#)],
+            ),
+            (
+                "a container name with dots says so",
+                json!({"containers": [{"name": "a.b", "image": "busybox"}]}),
+                vec![r#"spec.containers[0].name: Invalid value: "a.b": must not contain dots"#.into()],
+            ),
+            (
+                "a container name over 63 characters is too long",
+                json!({"containers": [{"name": long, "image": "busybox"}]}),
+                vec![format!(r#"spec.containers[0].name: Invalid value: "{long}": must be no more than 63 characters"#)],
+            ),
+            (
+                "a missing container name is required",
+                json!({"containers": [{"image": "busybox"}]}),
+                vec!["spec.containers[0].name: Required value".into()],
+            ),
+            (
+                "duplicate container names are reported on the later one",
+                json!({"containers": [{"name": "c", "image": "busybox"}, {"name": "c", "image": "busybox"}]}),
+                vec![r#"spec.containers[1].name: Duplicate value: "c""#.into()],
+            ),
+            (
+                "an init container named like a container is a duplicate",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "initContainers": [{"name": "c", "image": "busybox"}]}),
+                vec![r#"spec.initContainers[0].name: Duplicate value: "c""#.into()],
+            ),
+            (
+                "an unknown pod restartPolicy is not supported",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Sometimes"}),
+                vec![r#"spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "OnFailure", "Never""#.into()],
+            ),
+            (
+                "an empty pod restartPolicy defaults to Always",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "restartPolicy": ""}),
+                vec![],
+            ),
+            (
+                "an unknown dnsPolicy is not supported",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "dnsPolicy": "Fast"}),
+                vec![r#"spec.dnsPolicy: Unsupported value: "Fast": supported values: "ClusterFirstWithHostNet", "ClusterFirst", "Default", "None""#.into()],
+            ),
+            (
+                "unknown termination message and pull policies are not supported",
+                json!({"containers": [{"name": "c", "image": "busybox", "terminationMessagePolicy": "Log", "imagePullPolicy": "Sometimes"}]}),
+                vec![
+                    r#"spec.containers[0].terminationMessagePolicy: Unsupported value: "Log": supported values: "File", "FallbackToLogsOnError""#.into(),
+                    r#"spec.containers[0].imagePullPolicy: Unsupported value: "Sometimes": supported values: "Always", "IfNotPresent", "Never""#.into(),
+                ],
+            ),
+            (
+                "ephemeral containers cannot be set on create",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "ephemeralContainers": [{"name": "e", "image": "busybox"}]}),
+                vec!["spec.ephemeralContainers: Forbidden: cannot be set on create".into()],
+            ),
+            (
+                "a node name with scheduling gates left is forbidden",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "nodeName": "n1", "schedulingGates": [{"name": "g"}]}),
+                vec!["spec.nodeName: Forbidden: cannot be set until all schedulingGates have been cleared".into()],
+            ),
+            (
+                "errors come in upstream's order: containers, init containers, then the pod's policies",
+                json!({"restartPolicy": "x", "initContainers": [{"name": "i"}], "containers": [{"name": "C"}]}),
+                vec![
+                    format!(r#"spec.containers[0].name: Invalid value: "C": {LABEL_ERR}"#),
+                    "spec.containers[0].image: Required value".into(),
+                    "spec.initContainers[0].image: Required value".into(),
+                    r#"spec.restartPolicy: Unsupported value: "x": supported values: "Always", "OnFailure", "Never""#.into(),
+                ],
+            ),
+        ];
+        for (name, spec, want) in cases {
+            assert_eq!(rendered(&validate_pod(&pod(spec), None)), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn port_validation() {
+        let with_ports = |ports: Value| json!({"containers": [{"name": "c", "image": "busybox", "ports": ports}]});
+        let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+            (
+                "a port with a number and a named protocol is valid",
+                with_ports(json!([{"containerPort": 80, "protocol": "UDP", "name": "dns"}])),
+                vec![],
+            ),
+            (
+                "a missing containerPort is required",
+                with_ports(json!([{"name": "http"}])),
+                vec!["spec.containers[0].ports[0].containerPort: Required value"],
+            ),
+            (
+                "port numbers out of range are invalid",
+                with_ports(json!([{"containerPort": 70000, "hostPort": -1}])),
+                vec![
+                    "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+                    "spec.containers[0].ports[0].hostPort: Invalid value: -1: must be between 1 and 65535, inclusive",
+                ],
+            ),
+            (
+                "an unknown protocol is not supported",
+                with_ports(json!([{"containerPort": 80, "protocol": "HTTP"}])),
+                vec![
+                    r#"spec.containers[0].ports[0].protocol: Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP""#,
+                ],
+            ),
+            (
+                "duplicate port names in a container are reported",
+                with_ports(json!([{"containerPort": 80, "name": "http"}, {"containerPort": 81, "name": "http"}])),
+                vec![r#"spec.containers[0].ports[1].name: Duplicate value: "http""#],
+            ),
+            (
+                "a port name that is not an IANA service name is invalid",
+                with_ports(json!([{"containerPort": 80, "name": "-HTTP--"}])),
+                vec![
+                    r#"spec.containers[0].ports[0].name: Invalid value: "-HTTP--": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"#,
+                    r#"spec.containers[0].ports[0].name: Invalid value: "-HTTP--": must contain at least one letter (a-z)"#,
+                    r#"spec.containers[0].ports[0].name: Invalid value: "-HTTP--": must not contain consecutive hyphens"#,
+                    r#"spec.containers[0].ports[0].name: Invalid value: "-HTTP--": must not begin or end with a hyphen"#,
+                ],
+            ),
+            (
+                "the same host port twice across containers conflicts",
+                json!({"containers": [
+                    {"name": "a", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+                    {"name": "b", "image": "busybox", "ports": [{"containerPort": 81, "hostPort": 8080, "protocol": "TCP"}]},
+                ]}),
+                vec![r#"spec.containers[1].ports[0].hostPort: Duplicate value: "TCP//8080""#],
+            ),
+            (
+                "the same host port on another protocol or address does not conflict",
+                json!({"containers": [{"name": "a", "image": "busybox", "ports": [
+                    {"containerPort": 80, "hostPort": 8080},
+                    {"containerPort": 80, "hostPort": 8080, "protocol": "UDP"},
+                    {"containerPort": 80, "hostPort": 8080, "hostIP": "10.0.0.1"},
+                ]}]}),
+                vec![],
+            ),
+            (
+                "init containers are checked one by one, reported at index 0 as upstream does",
+                json!({"containers": [{"name": "c", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+                "initContainers": [
+                    {"name": "i", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 8080}]},
+                    {"name": "j", "image": "busybox", "ports": [{"containerPort": 80, "hostPort": 9090}, {"containerPort": 81, "hostPort": 9090}]},
+                ]}),
+                vec![r#"spec.initContainers[0].ports[1].hostPort: Duplicate value: "TCP//9090""#],
+            ),
+        ];
+        for (name, spec, want) in cases {
+            assert_eq!(rendered(&validate_pod(&pod(spec), None)), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn container_restart_policy_and_rules() {
+        let container = |extra: Value| {
+            let mut c = json!({"name": "c", "image": "busybox"});
+            json_merge(&mut c, extra);
+            json!({"containers": [c]})
+        };
+        let many_codes: Vec<i64> = (1..=256).collect();
+        let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+            (
+                "a container restartPolicy with rules is valid",
+                container(json!({"restartPolicy": "Never", "restartPolicyRules": rules(1)})),
+                vec![],
+            ),
+            (
+                "a RestartAllContainers action is allowed",
+                container(
+                    json!({"restartPolicy": "Never", "restartPolicyRules": [{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}]}),
+                ),
+                vec![],
+            ),
+            (
+                "rules without a container restartPolicy require one",
+                container(json!({"restartPolicyRules": rules(1)})),
+                vec![
+                    "spec.containers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used",
+                ],
+            ),
+            (
+                "an unknown container restartPolicy is not supported",
+                container(json!({"restartPolicy": "Sometimes"})),
+                vec![
+                    r#"spec.containers[0].restartPolicy: Unsupported value: "Sometimes": supported values: "Always", "Never", "OnFailure""#,
+                ],
+            ),
+            (
+                "more than 20 rules are too many",
+                container(json!({"restartPolicy": "Never", "restartPolicyRules": rules(21)})),
+                vec!["spec.containers[0].restartPolicyRules: Too many: 21: must have at most 20 items"],
+            ),
+            (
+                "a rule without exitCodes requires them",
+                container(json!({"restartPolicy": "Never", "restartPolicyRules": [{"action": "Restart"}]})),
+                vec!["spec.containers[0].restartPolicyRules[0].exitCodes: Required value: must be specified"],
+            ),
+            (
+                "more than 255 exit codes are too many",
+                container(
+                    json!({"restartPolicy": "Never", "restartPolicyRules": [{"action": "Restart", "exitCodes": {"operator": "In", "values": many_codes}}]}),
+                ),
+                vec![
+                    "spec.containers[0].restartPolicyRules[0].exitCodes.values: Too many: 256: must have at most 255 items",
+                ],
+            ),
+            (
+                "unknown actions and operators are not supported",
+                container(
+                    json!({"restartPolicy": "Never", "restartPolicyRules": [{"action": "Stop", "exitCodes": {"operator": "Equals", "values": [1]}}]}),
+                ),
+                vec![
+                    r#"spec.containers[0].restartPolicyRules[0].action: Unsupported value: "Stop": supported values: "Restart", "RestartAllContainers""#,
+                    r#"spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "Equals": supported values: "In", "NotIn""#,
+                ],
+            ),
+            (
+                "a missing action and operator are not supported",
+                container(json!({"restartPolicy": "Never", "restartPolicyRules": [{"exitCodes": {}}]})),
+                vec![
+                    r#"spec.containers[0].restartPolicyRules[0].action: Unsupported value: "": supported values: "Restart", "RestartAllContainers""#,
+                    r#"spec.containers[0].restartPolicyRules[0].exitCodes.operator: Unsupported value: "": supported values: "In", "NotIn""#,
+                ],
+            ),
+            (
+                "init containers get the same rule checks",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "initContainers": [{"name": "i", "image": "busybox", "restartPolicyRules": rules(1)}]}),
+                vec![
+                    "spec.initContainers[0].restartPolicy: Required value: must specify restartPolicy when restart rules are used",
+                ],
+            ),
+            (
+                "a sidecar may have probes and rules",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "initContainers": [{"name": "i", "image": "busybox", "restartPolicy": "Always",
+                    "restartPolicyRules": rules(1), "readinessProbe": {"exec": {"command": ["true"]}}}]}),
+                vec![],
+            ),
+            (
+                "an init container that is not a sidecar may not have probes or lifecycle hooks",
+                json!({"containers": [{"name": "c", "image": "busybox"}], "initContainers": [{"name": "i", "image": "busybox",
+                    "lifecycle": {}, "startupProbe": {"exec": {"command": ["true"]}}}]}),
+                vec![
+                    "spec.initContainers[0].lifecycle: Forbidden: may not be set for init containers without restartPolicy=Always",
+                    "spec.initContainers[0].startupProbe: Forbidden: may not be set for init containers without restartPolicy=Always",
+                ],
+            ),
+        ];
+        for (name, spec, want) in cases {
+            assert_eq!(rendered(&validate_pod(&pod(spec), None)), want, "{name}");
+        }
+    }
+
+    fn json_merge(target: &mut Value, extra: Value) {
+        if let (Some(t), Value::Object(e)) = (target.as_object_mut(), extra) {
+            t.extend(e);
+        }
+    }
+
+    #[test]
+    fn a_template_spec_is_reported_under_its_path() {
+        let spec = json!({"containers": [{"name": "c", "image": ""}]});
+        assert_eq!(
+            rendered(&validate_pod_spec(&spec, "spec.template.spec")),
+            vec!["spec.template.spec.containers[0].image: Required value"]
+        );
+    }
+
+    #[test]
+    fn updates_only_report_new_problems_of_a_changed_spec() {
+        let bad = pod(json!({"containers": [{"name": "c", "image": ""}]}));
+        let mut relabelled = bad.clone();
+        relabelled["metadata"]["labels"] = json!({"a": "b"});
+        relabelled["status"] = json!({"phase": "Running"});
+        assert_eq!(validate_pod(&relabelled, Some(&bad)), vec![], "a stored invalid pod stays updatable");
+
+        let mut still_bad = bad.clone();
+        still_bad["spec"]["nodeName"] = json!("n1");
+        assert_eq!(validate_pod(&still_bad, Some(&bad)), vec![], "an old problem is not reported again");
+
+        let good = pod(ok_spec());
+        let mut broken = good.clone();
+        broken["spec"]["containers"][0]["image"] = json!("");
+        assert_eq!(rendered(&validate_pod(&broken, Some(&good))), vec!["spec.containers[0].image: Required value"]);
+    }
+}
