@@ -7,5 +7,8 @@ pub mod crdgen;
 pub mod crds;
 pub mod field;
 pub mod job;
+pub mod job_status;
 pub mod jobset;
+pub mod pod;
+pub mod quantity;
 pub mod validation;

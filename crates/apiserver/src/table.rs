@@ -21,7 +21,7 @@ use serde_json::{Map, Value, json};
 pub enum Columns {
     /// A built-in printer, by kind (`"Pod"`, `"Job"`, `"Node"`, `"Namespace"`, `"Event"`,
     /// `"Service"`, `"ConfigMap"`, `"Secret"`, `"Lease"`, `"ServiceAccount"`,
-    /// `"PersistentVolumeClaim"`, `"CustomResourceDefinition"`, `"RoleBinding"`,
+    /// `"PersistentVolumeClaim"`, `"ResourceQuota"`, `"CustomResourceDefinition"`, `"RoleBinding"`,
     /// `"ClusterRoleBinding"`). An unknown kind (Role and ClusterRole among them, as upstream has
     /// no printer for them) renders like [`Columns::Default`].
     BuiltIn(&'static str),
@@ -67,6 +67,7 @@ const BUILT_IN_KINDS: &[&str] = &[
     "Lease",
     "ServiceAccount",
     "PersistentVolumeClaim",
+    "ResourceQuota",
     "CustomResourceDefinition",
     "RoleBinding",
     "ClusterRoleBinding",
@@ -514,6 +515,18 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 "volumeMode defines what type of volume is required by the claim. Value of Filesystem is implied when not included in claim spec.",
             ),
         ],
+        "ResourceQuota" => vec![
+            NAME,
+            AGE,
+            ("Request", s, "", 0, "Request represents a minimum amount of cpu/memory that a container may consume."),
+            (
+                "Limit",
+                s,
+                "",
+                0,
+                "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
+            ),
+        ],
         "RoleBinding" => binding_definitions(
             "roleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
             ["Users in the roleBinding", "Groups in the roleBinding", "ServiceAccounts in the roleBinding"],
@@ -690,6 +703,7 @@ fn builtin_row(kind: &str, obj: &Value, now: Timestamp) -> Row {
         "Lease" => (vec![name(obj).into(), text(obj, &["spec", "holderIdentity"]).into(), age(obj, now).into()], None),
         "ServiceAccount" => (vec![name(obj).into(), array(obj, &["secrets"]).len().into(), age(obj, now).into()], None),
         "PersistentVolumeClaim" => (pvc_row(obj, now), None),
+        "ResourceQuota" => (resource_quota_row(obj, now), None),
         "RoleBinding" | "ClusterRoleBinding" => (binding_row(obj, now), None),
         _ => (vec![name(obj).into(), created_at(ts(obj, &["metadata", "creationTimestamp"])).into()], None),
     }
@@ -1086,6 +1100,31 @@ fn binding_row(b: &Value, now: Timestamp) -> Vec<Value> {
         groups.join(", ").into(),
         sas.join(", ").into(),
     ]
+}
+
+/// `printResourceQuota`: `<resource>: <used>/<hard>` for each enforced resource in name order,
+/// `limits.*` under Limit and the rest under Request.
+fn resource_quota_row(quota: &Value, now: Timestamp) -> Vec<Value> {
+    let quantity = |v: Option<&Value>| -> String {
+        let text = match v {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => return "0".into(),
+        };
+        jobset_api::quantity::Quantity::parse(&text).map_or(text, |q| q.to_string())
+    };
+    let hard = get(quota, &["status", "hard"]).and_then(Value::as_object);
+    let (mut request, mut limit) = (vec![], vec![]);
+    let mut names: Vec<&String> = hard.map(|h| h.keys().collect()).unwrap_or_default();
+    names.sort();
+    for resource in names {
+        let used = quantity(get(quota, &["status", "used", resource.as_str()]));
+        let cell = format!("{resource}: {used}/{}", quantity(hard.and_then(|h| h.get(resource))));
+        // A name whose first dot-separated piece is `limits` goes under Limit.
+        let pieces: Vec<&str> = resource.split('.').collect();
+        if pieces.len() > 1 && pieces[0] == "limits" { limit.push(cell) } else { request.push(cell) }
+    }
+    vec![name(quota).into(), age(quota, now).into(), request.join(", ").into(), limit.join(", ").into()]
 }
 
 fn pvc_row(pvc: &Value, now: Timestamp) -> Vec<Value> {
@@ -2353,6 +2392,23 @@ mod tests {
         assert_eq!(
             &cells(&Columns::BuiltIn("PersistentVolumeClaim"), pending)[1..5],
             &[json!("Pending"), json!(""), json!(""), json!("")]
+        );
+    }
+
+    #[test]
+    fn resource_quota_cells_list_used_over_hard_with_limits_apart() {
+        assert_eq!(column_names(&Columns::BuiltIn("ResourceQuota")), ["Name", "Age", "Request", "Limit"]);
+        let quota = json!({"metadata": {"name": "compute", "creationTimestamp": ago(5)},
+            "status": {"hard": {"pods": "2", "requests.cpu": "1", "limits.memory": "1Gi", "requests.nvidia.com/gpu": "1"},
+                "used": {"pods": "1", "requests.cpu": "500m", "limits.memory": "512Mi"}}});
+        assert_eq!(
+            cells(&Columns::BuiltIn("ResourceQuota"), quota),
+            [
+                json!("compute"),
+                json!("5s"),
+                json!("pods: 1/2, requests.cpu: 500m/1, requests.nvidia.com/gpu: 0/1"),
+                json!("limits.memory: 512Mi/1Gi"),
+            ]
         );
     }
 

@@ -115,73 +115,7 @@ pub fn fit_error<'u>(num_nodes: usize, unfit: impl IntoIterator<Item = &'u Unfit
 // ---------------------------------------------------------------------------------------------
 // Quantities and requests
 
-/// A resource quantity (`100m`, `2`, `1.5Gi`, `500Mi`, `1e3`, `2k`) in thousandths of its unit,
-/// rounded up: `100m` cpu is 100, `1Ki` is 1 024 000. `None` when malformed. Saturates instead of
-/// overflowing.
-pub fn parse_quantity(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let (negative, rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(end);
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
-        return None;
-    }
-    let digits = format!("{int}{frac}");
-    let digits = digits.trim_start_matches('0');
-    if digits.len() > 36 {
-        return Some(if negative { i128::MIN } else { i128::MAX });
-    }
-    let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
-    let mut exp10: i64 = 3 - frac.len() as i64;
-    let mut exp2: u32 = 0;
-    match suffix {
-        "" => {}
-        "n" => exp10 -= 9,
-        "u" => exp10 -= 6,
-        "m" => exp10 -= 3,
-        "k" => exp10 += 3,
-        "M" => exp10 += 6,
-        "G" => exp10 += 9,
-        "T" => exp10 += 12,
-        "P" => exp10 += 15,
-        "E" => exp10 += 18,
-        "Ki" => exp2 = 10,
-        "Mi" => exp2 = 20,
-        "Gi" => exp2 = 30,
-        "Ti" => exp2 = 40,
-        "Pi" => exp2 = 50,
-        "Ei" => exp2 = 60,
-        e if e.starts_with(['e', 'E']) && e.len() > 1 => exp10 += e[1..].parse::<i64>().ok()?,
-        _ => return None,
-    }
-    let scaled = scale(mantissa, exp2, exp10);
-    Some(if negative { -scaled } else { scaled })
-}
-
-/// `mantissa · 2^exp2 · 10^exp10`, rounded up, saturating.
-fn scale(mantissa: i128, exp2: u32, exp10: i64) -> i128 {
-    if mantissa == 0 {
-        return 0;
-    }
-    let Some(mut v) = mantissa.checked_mul(1i128 << exp2) else { return i128::MAX };
-    if exp10 >= 0 {
-        for _ in 0..exp10 {
-            match v.checked_mul(10) {
-                Some(x) => v = x,
-                None => return i128::MAX,
-            }
-        }
-        v
-    } else {
-        let Some(div) = u32::try_from(-exp10).ok().and_then(|e| 10i128.checked_pow(e)) else { return 1 };
-        (v + div - 1) / div
-    }
-}
+pub use jobset_api::quantity::parse_quantity;
 
 fn qty(q: &Quantity) -> i128 {
     parse_quantity(&q.0).unwrap_or(0)
