@@ -401,6 +401,14 @@ fn parse_json(body: &[u8], def: &ResourceDef) -> Result<Value> {
     })
 }
 
+/// A request body as JSON: JSON as is, Kubernetes' protobuf decoded (`crate::protobuf`).
+fn parse_body(body: &[u8], def: &ResourceDef, content_type: &str) -> Result<Value> {
+    if crate::protobuf::is_protobuf(content_type) {
+        return crate::protobuf::decode(body, def);
+    }
+    parse_json(body, def)
+}
+
 async fn route(server: Arc<ApiServer>, req: Request) -> Result<Response> {
     let path = req.uri().path().to_string();
     let segs: Vec<String> = path
@@ -737,7 +745,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
                 return Err(ApiError::method_not_allowed("POST"));
             }
             let body = read_body(&server, req.into_body()).await?;
-            let v = to_storage(parse_json(&body, &def)?);
+            let v = to_storage(parse_body(&body, &def, &content_type)?);
             if sdef.schema.is_some() {
                 ctx.set_duplicate_fields(crate::crd_schema::duplicate_fields(&body));
             }
@@ -758,7 +766,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         }
         (Method::POST, Some(name), Some(Subresource::Binding)) => {
             let body = read_body(&server, req.into_body()).await?;
-            let v = parse_json(&body, &def)?;
+            let v = parse_body(&body, &def, &content_type)?;
             write(&server, |txn| crate::pods::bind(txn, &def, &nsv, &name, &v)).await?;
             Ok(value_response(
                 StatusCode::CREATED,
@@ -767,7 +775,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         }
         (Method::POST, Some(name), Some(Subresource::Eviction)) => {
             let body = read_body(&server, req.into_body()).await?;
-            let v = parse_json(&body, &def)?;
+            let v = parse_body(&body, &def, &content_type)?;
             let opts = DeleteOptions::from_json(v.get("deleteOptions").unwrap_or(&Value::Null))?;
             write(&server, |txn| crate::pods::evict(txn, ctx, &def, &nsv, &name, &opts)).await?;
             Ok(value_response(
@@ -797,7 +805,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
         (Method::PUT, Some(name), None | Some(Subresource::Status)) => {
             let target = if sub.is_some() { Target::Status } else { Target::Main };
             let body = read_body(&server, req.into_body()).await?;
-            let v = to_storage(parse_json(&body, &def)?);
+            let v = to_storage(parse_body(&body, &def, &content_type)?);
             if sdef.schema.is_some() {
                 ctx.set_duplicate_fields(crate::crd_schema::duplicate_fields(&body));
             }
@@ -857,7 +865,7 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             let mut opts = if body.iter().all(u8::is_ascii_whitespace) {
                 DeleteOptions::default()
             } else {
-                DeleteOptions::from_json(&parse_json(&body, &def)?)?
+                DeleteOptions::from_json(&parse_body(&body, &def, &content_type)?)?
             };
             if let Some(p) = q.get("propagationPolicy") {
                 opts.propagation = Some(ops::parse_propagation(p)?);

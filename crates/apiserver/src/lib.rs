@@ -18,6 +18,8 @@ pub mod object;
 pub mod ops;
 pub mod persist;
 pub mod pods;
+pub mod protobuf;
+pub mod quota;
 pub mod rbac;
 pub mod resources;
 pub mod review;

@@ -572,3 +572,146 @@ fn bad_manifests_get_clean_errors() {
     assert_contains(&out, out.ok(), &["jobset.jobset.x-k8s.io/good created"]);
     assert_eq!(row_names(&c.ok(&["get", "jobsets"])), ["good"]);
 }
+
+/// `metadata.name` of every item of a `kubectl get -o json` list.
+fn item_names(list: &serde_json::Value) -> Vec<String> {
+    let items = list["items"].as_array().unwrap_or_else(|| panic!("no items in {list:#}"));
+    items.iter().filter_map(|i| i["metadata"]["name"].as_str()).map(str::to_string).collect()
+}
+
+#[test]
+fn imperative_create_commands_send_protobuf() {
+    use serde_json::json;
+    let c = Cluster::start();
+
+    // kubectl's generators post built-in objects as application/vnd.kubernetes.protobuf.
+    let out = c.kubectl(&["create", "namespace", "team"]);
+    assert_contains(&out, out.ok(), &["namespace/team created"]);
+    let ns = c.get_json("namespace", "team");
+    assert_eq!(ns["metadata"]["name"], "team", "{ns:#}");
+    assert_eq!(ns["status"]["phase"], "Active", "{ns:#}");
+
+    let out = c.kubectl(&[
+        "create",
+        "configmap",
+        "settings",
+        "-n",
+        "team",
+        "--from-literal=mode=fast",
+        "--from-literal=level=3",
+    ]);
+    assert_contains(&out, out.ok(), &["configmap/settings created"]);
+    let cm: serde_json::Value =
+        serde_json::from_str(&c.ok(&["get", "configmap", "settings", "-n", "team", "-o", "json"]))
+            .expect("configmap JSON");
+    assert_eq!(cm["data"], json!({"mode": "fast", "level": "3"}), "{cm:#}");
+    assert_eq!(cm["metadata"]["namespace"], "team", "{cm:#}");
+
+    let out =
+        c.kubectl(&["create", "secret", "generic", "creds", "--from-literal=user=admin", "--from-literal=pass=s3cr3t"]);
+    assert_contains(&out, out.ok(), &["secret/creds created"]);
+    let secret = c.get_json("secret", "creds");
+    // base64 of "admin" and "s3cr3t"
+    assert_eq!(secret["data"], json!({"user": "YWRtaW4=", "pass": "czNjcjN0"}), "{secret:#}");
+
+    let out = c.kubectl(&["create", "job", "hello", "--image=busybox", "--", "echo", "hello"]);
+    assert_contains(&out, out.ok(), &["job.batch/hello created"]);
+    let job = c.get_json("job", "hello");
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never", "{job:#}");
+    assert_eq!(pod["containers"][0]["name"], "hello", "{job:#}");
+    assert_eq!(pod["containers"][0]["image"], "busybox", "{job:#}");
+    assert_eq!(pod["containers"][0]["command"], json!(["echo", "hello"]), "{job:#}");
+
+    let out = c.kubectl(&["create", "serviceaccount", "robot"]);
+    assert_contains(&out, out.ok(), &["serviceaccount/robot created"]);
+    assert_eq!(c.get_json("serviceaccount", "robot")["metadata"]["name"], "robot");
+
+    let out = c.kubectl(&["create", "role", "reader", "--verb=get,list", "--resource=pods,configmaps"]);
+    assert_contains(&out, out.ok(), &["role.rbac.authorization.k8s.io/reader created"]);
+    let role = c.get_json("role", "reader");
+    assert_eq!(
+        role["rules"],
+        json!([{"apiGroups": [""], "resources": ["pods", "configmaps"], "verbs": ["get", "list"]}]),
+        "{role:#}"
+    );
+
+    let out = c.kubectl(&["create", "rolebinding", "robot-reads", "--role=reader", "--serviceaccount=default:robot"]);
+    assert_contains(&out, out.ok(), &["rolebinding.rbac.authorization.k8s.io/robot-reads created"]);
+    let binding = c.get_json("rolebinding", "robot-reads");
+    assert_eq!(binding["roleRef"], json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"}));
+    assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": "robot", "namespace": "default"}]));
+
+    let out = c.kubectl(&["create", "deployment", "web", "--image=nginx", "--replicas=0"]);
+    assert_contains(&out, out.ok(), &["deployment.apps/web created"]);
+    let deploy = c.get_json("deployment", "web");
+    // A pointer set to zero survives (Go sends it; JSON absent would mean 1).
+    assert_eq!(deploy["spec"]["replicas"], 0, "{deploy:#}");
+    assert_eq!(deploy["spec"]["selector"], json!({"matchLabels": {"app": "web"}}), "{deploy:#}");
+
+    let out = c.kubectl(&["create", "service", "clusterip", "web", "--tcp=80:8080"]);
+    assert_contains(&out, out.ok(), &["service/web created"]);
+    let svc = c.get_json("service", "web");
+    // targetPort is an IntOrString.
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80, "{svc:#}");
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080, "{svc:#}");
+    assert_eq!(svc["spec"]["selector"], json!({"app": "web"}), "{svc:#}");
+
+    let out =
+        c.kubectl(&["run", "shell", "--image=busybox", "--restart=Never", "--labels=tier=debug", "--", "sleep", "60"]);
+    assert_contains(&out, out.ok(), &["pod/shell created"]);
+    let pod = c.get_json("pod", "shell");
+    assert_eq!(pod["metadata"]["labels"], json!({"tier": "debug"}), "{pod:#}");
+    assert_eq!(pod["spec"]["containers"][0]["args"], json!(["sleep", "60"]), "{pod:#}");
+
+    // The objects list like any other.
+    let list: serde_json::Value =
+        serde_json::from_str(&c.ok(&["get", "configmaps,secrets", "-n", "team", "-o", "json"])).expect("list JSON");
+    assert!(item_names(&list).contains(&"settings".to_string()), "{list:#}");
+}
+
+#[test]
+fn resource_quotas_show_usage_and_refuse_what_exceeds_them() {
+    let c = Cluster::start();
+    let quota = c.manifest(
+        "quota.yaml",
+        r#"apiVersion: v1
+kind: ResourceQuota
+metadata:
+  name: objects
+spec:
+  hard:
+    configmaps: 1
+    limits.memory: 2Gi
+    pods: "4"
+"#,
+    );
+    let out = c.kubectl(&["apply", "-f", &quota]);
+    assert_contains(&out, out.ok(), &["resourcequota/objects created"]);
+    let first = c.manifest("first.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: first\n");
+    c.ok(&["apply", "-f", &first]);
+
+    // `quota` is the short name; the server's table has kube-apiserver's columns.
+    let out = c.kubectl(&["get", "quota"]);
+    let table = out.ok();
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "AGE", "REQUEST", "LIMIT"], "{}", out.describe());
+    assert_contains(&out, table, &["objects", "configmaps: 1/1, pods: 0/4", "limits.memory: 0/2Gi"]);
+
+    let out = c.kubectl(&["describe", "quota", "objects"]);
+    let text = out.ok();
+    for (resource, used, hard) in [("configmaps", "1", "1"), ("limits.memory", "0", "2Gi"), ("pods", "0", "4")] {
+        let found = text.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == [resource, used, hard]);
+        assert!(found, "no `{resource} {used} {hard}` row in {}", out.describe());
+    }
+
+    let second = c.manifest("second.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: second\n");
+    let out = c.kubectl(&["apply", "-f", &second]);
+    assert_contains(
+        &out,
+        out.failed(),
+        &[
+            r#"configmaps "second" is forbidden: exceeded quota: objects, requested: configmaps=1, used: configmaps=1, limited: configmaps=1"#,
+        ],
+    );
+}
