@@ -10,12 +10,16 @@ use serde_json::Value;
 use crate::auth::Identity;
 use crate::error::Cause;
 use crate::resources::ResourceDef;
+use crate::selector::LabelSelector;
 
 /// Read access to stored objects, for hooks that check a request against the cluster (as a
 /// webhook would with GET), within the request's transaction.
 pub trait Lookup {
     /// Object `name` of resource `group`/`plural` in `namespace`, as stored.
     fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value>;
+    /// The objects of resource `group`/`plural` in `namespace` whose labels `selector` matches,
+    /// as stored (a webhook's LIST).
+    fn list(&self, group: &str, plural: &str, namespace: &str, selector: &LabelSelector) -> Vec<Value>;
 }
 
 pub trait AdmissionHook: Send + Sync {
@@ -30,9 +34,35 @@ pub trait AdmissionHook: Send + Sync {
     fn validate(&self, _obj: &Value, _old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         vec![]
     }
+    /// Admission of a new object that reads the cluster and may change or refuse it, as a
+    /// kube-apiserver admission plugin (or a webhook's plain denial): `Err(why)` is answered
+    /// 403 Forbidden, `<resource> "<name>" is forbidden: <why>`. Runs after the defaults and the
+    /// admission webhooks, before validation.
+    fn admit_create(&self, _obj: &mut Value, _lookup: &dyn Lookup) -> Result<(), String> {
+        Ok(())
+    }
     /// Warnings about an admitted object, as an admission webhook's `warnings`: the request
     /// succeeds and the client shows each (kubectl: `Warning: <text>` on stderr).
     fn warnings(&self, _obj: &Value, _old: Option<&Value>) -> Vec<String> {
+        vec![]
+    }
+    /// Whether a patch that changes only metadata (labels, annotations, finalizers, owner
+    /// references) must reach this hook. When no hook of a built-in kind needs them, the server
+    /// merges such patches into the stored metadata without rebuilding the object (controllers
+    /// write them to pods by the thousand).
+    fn sees_metadata_patches(&self) -> bool {
+        true
+    }
+    /// Whether [`AdmissionHook::validate_status`] checks anything: the status path copies the
+    /// stored object for it only then (pods, whose status thousands of node agents write, skip).
+    fn validates_status(&self) -> bool {
+        false
+    }
+    /// Validates a write through the status subresource (a registry's status strategy
+    /// `ValidateUpdate`): `obj` is the stored object with the written status, `old` the stored
+    /// one. Returns every problem found; an empty list admits the write. Called only when
+    /// [`AdmissionHook::validates_status`] says so.
+    fn validate_status(&self, _obj: &Value, _old: &Value) -> Vec<Cause> {
         vec![]
     }
 }
@@ -59,9 +89,9 @@ impl Admission {
         self.hooks.get(&(def.group.clone(), def.kind.clone())).map(Vec::as_slice).unwrap_or_default()
     }
 
-    /// Whether any hook is registered for the kind.
-    pub fn has_hooks(&self, def: &ResourceDef) -> bool {
-        !self.for_def(def).is_empty()
+    /// Whether a hook of the kind must see patches that change only metadata.
+    pub fn sees_metadata_patches(&self, def: &ResourceDef) -> bool {
+        self.for_def(def).iter().any(|h| h.sees_metadata_patches())
     }
 
     /// Runs every hook's defaulting for a request by `requester`.
@@ -71,8 +101,23 @@ impl Admission {
         }
     }
 
+    /// Runs every hook's [`AdmissionHook::admit_create`] until one refuses.
+    pub fn admit_create(&self, def: &ResourceDef, obj: &mut Value, lookup: &dyn Lookup) -> Result<(), String> {
+        self.for_def(def).iter().try_for_each(|h| h.admit_create(obj, lookup))
+    }
+
     pub fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {
         self.for_def(def).iter().flat_map(|h| h.validate(obj, old, lookup)).collect()
+    }
+
+    /// Whether a hook of the kind validates status writes.
+    pub fn validates_status(&self, def: &ResourceDef) -> bool {
+        self.for_def(def).iter().any(|h| h.validates_status())
+    }
+
+    /// Every hook's [`AdmissionHook::validate_status`] for a status write.
+    pub fn validate_status(&self, def: &ResourceDef, obj: &Value, old: &Value) -> Vec<Cause> {
+        self.for_def(def).iter().flat_map(|h| h.validate_status(obj, old)).collect()
     }
 
     pub fn warnings(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>) -> Vec<String> {

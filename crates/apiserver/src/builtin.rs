@@ -1,10 +1,12 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
-//! (the logic lives in `jobset_api::job`), JobSet defaulting and validation (upstream's
-//! webhooks; the logic lives in `jobset_api::jobset`; the CRD's schema and CEL rules are
-//! enforced before, by `crate::crd_schema`), with a warning for an `InPlaceRestart` JobSet whose
-//! pods run no in-place restart agent, AppWrapper defaulting and validation (upstream's webhooks;
-//! the logic lives in `jobset_api::admission` and `jobset_api::appwrapper`), and RBAC objects'
-//! defaulting and validation (`crate::rbac`).
+//! (the logic lives in `jobset_api::job`), Pod validation (`jobset_api::pod`), the Priority
+//! plugin's default and upstream JobSet's exclusive-placement pod webhooks
+//! (`jobset_api::jobset::exclusive`), JobSet
+//! defaulting and validation (upstream's webhooks; the logic lives in `jobset_api::jobset`;
+//! the CRD's schema and CEL rules are enforced before, by `crate::crd_schema`), with a warning
+//! for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, AppWrapper
+//! defaulting and validation (upstream's webhooks; the logic lives in `jobset_api::admission`
+//! and `jobset_api::appwrapper`), and RBAC objects' defaulting and validation (`crate::rbac`).
 
 use std::sync::Arc;
 
@@ -26,6 +28,107 @@ impl AdmissionHook for JobAdmission {
     }
     fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         causes(jobset_api::job::validate_job(obj, old))
+    }
+    fn validates_status(&self) -> bool {
+        true
+    }
+    fn validate_status(&self, obj: &Value, old: &Value) -> Vec<Cause> {
+        causes(jobset_api::job_status::validate_job_status_update(obj, old))
+    }
+}
+
+/// Pod validation: the container and restart-policy checks of kube-apiserver's
+/// `ValidatePodCreate` (`jobset_api::pod`). On update only new problems of a changed spec count,
+/// so node agents' and controllers' writes to stored pods pass.
+struct PodValidation;
+
+impl AdmissionHook for PodValidation {
+    // Only a changed spec is checked.
+    fn sees_metadata_patches(&self) -> bool {
+        false
+    }
+    fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
+        causes(jobset_api::pod::validate_pod(obj, old))
+    }
+}
+
+/// The Priority admission plugin's default (`plugin/pkg/admission/priority`): a new pod without
+/// `spec.priority` gets 0, the priority without a default PriorityClass; an update keeps the
+/// stored one. PriorityClasses are not served, so a `priorityClassName` resolves to 0 as well,
+/// and a priority the pod sets is kept (the plugin would refuse one its class does not give).
+struct PodPriority;
+
+impl AdmissionHook for PodPriority {
+    // The stored priority stays when the spec does not change.
+    fn sees_metadata_patches(&self) -> bool {
+        false
+    }
+    fn default(&self, obj: &mut Value, old: Option<&Value>) {
+        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        if spec.get("priority").is_some_and(|p| !p.is_null()) {
+            return;
+        }
+        let priority = match old {
+            None => Some(Value::from(0)),
+            Some(old) => old.pointer("/spec/priority").filter(|p| !p.is_null()).cloned(),
+        };
+        if let Some(p) = priority {
+            spec.insert("priority".into(), p);
+        }
+    }
+}
+
+/// The store as `jobset_api::jobset::exclusive` reads the cluster.
+struct StoreCluster<'a>(&'a dyn Lookup);
+
+impl jobset_api::jobset::exclusive::Cluster for StoreCluster<'_> {
+    type Error = String;
+    fn pods(
+        &self,
+        ns: &str,
+        labels: &[(&str, &str)],
+    ) -> impl std::future::Future<Output = Result<Vec<Value>, String>> + Send {
+        use crate::selector::{LabelSelector, Operator, Requirement};
+        let requirements: Result<Vec<Requirement>, _> =
+            labels.iter().map(|(k, v)| Requirement::new(k, Operator::Equals, vec![v.to_string()])).collect();
+        let pods =
+            requirements.map(|r| self.0.list("", "pods", ns, &LabelSelector::from_requirements(r))).map_err(|e| e.0);
+        std::future::ready(pods)
+    }
+    fn node_labels(
+        &self,
+        name: &str,
+    ) -> impl std::future::Future<Output = Result<serde_json::Map<String, Value>, String>> + Send {
+        let node = self.0.get("", "nodes", "", name);
+        let labels = match node {
+            Some(n) => Ok(n.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default()),
+            None => Err(format!("nodes {} not found", jobset_api::field::quote(name))),
+        };
+        std::future::ready(labels)
+    }
+}
+
+/// Exclusive placement: upstream JobSet's pod webhooks (`jobset_api::jobset::exclusive`, shared
+/// with `jobset manager`'s), as one admission step on create: the priority label, the leader's
+/// affinity terms and a follower's `nodeSelector`, then the refusal of a follower whose leader is
+/// not scheduled yet (403, which the Job controller retries).
+struct ExclusivePlacement;
+
+impl AdmissionHook for ExclusivePlacement {
+    // Create only.
+    fn sees_metadata_patches(&self) -> bool {
+        false
+    }
+    fn admit_create(&self, obj: &mut Value, lookup: &dyn Lookup) -> Result<(), String> {
+        use futures::FutureExt;
+        use jobset_api::jobset::exclusive::{default_pod, validate_create};
+        let cluster = StoreCluster(lookup);
+        let admit = async {
+            default_pod(obj, &cluster).await?;
+            validate_create(obj, &cluster).await
+        };
+        // The store answers at once: the flow never waits.
+        admit.now_or_never().unwrap_or_else(|| Err("the store's lookups did not answer at once".into()))
     }
 }
 
@@ -81,9 +184,13 @@ pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admissi
     let builtin = |group: &str, kind: &str| !external.iter().any(|(g, k)| g == group && k == kind);
     let mut a = Admission::default();
     a.register("batch", "Job", Arc::new(JobAdmission));
+    a.register("", "Pod", Arc::new(PodValidation));
+    a.register("", "Pod", Arc::new(PodPriority));
     let (group, kind) = (jobset_api::jobset::keys::GROUP, jobset_api::jobset::keys::KIND);
     if builtin(group, kind) {
         a.register(group, kind, Arc::new(JobSetAdmission { features: Default::default() }));
+        // The pod webhooks come with the JobSet ones (config/webhook/).
+        a.register("", "Pod", Arc::new(ExclusivePlacement));
     }
     let (group, kind) = (jobset_api::appwrapper::keys::GROUP, jobset_api::appwrapper::keys::KIND);
     if builtin(group, kind) {
@@ -134,6 +241,24 @@ mod tests {
             create("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", jobset).await,
             create("workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers", appwrapper).await,
         ]
+    }
+
+    #[test]
+    fn pods_get_priority_0_on_create_and_keep_the_stored_one_on_update() {
+        use crate::admission::AdmissionHook;
+        let pod = |priority: Option<i64>| match priority {
+            Some(p) => json!({"spec": {"priority": p}}),
+            None => json!({"spec": {}}),
+        };
+        // (the request's priority, the stored pod's, the priority admitted)
+        let cases =
+            [(None, None, Some(0)), (Some(7), None, Some(7)), (None, Some(Some(3)), Some(3)), (None, Some(None), None)];
+        for (asked, stored, want) in cases {
+            let mut obj = pod(asked);
+            let old = stored.map(pod);
+            super::PodPriority.default(&mut obj, old.as_ref());
+            assert_eq!(obj["spec"].get("priority").and_then(|p| p.as_i64()), want, "{asked:?} over {stored:?}");
+        }
     }
 
     /// A custom kind, `(group, kind)`.

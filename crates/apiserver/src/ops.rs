@@ -378,6 +378,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
     ctx.admit_webhooks(def, &mut body, None)?;
     // A later webhook pass puts in the first pass's object, with the name generated then.
     let name = meta_str(&body, "name").unwrap_or_default().to_string();
+    ctx.admission.admit_create(def, &mut body, &*txn).map_err(|why| ApiError::forbidden(def, &name, why))?;
     let mut causes = validate_meta(def, &body);
     // A custom resource the schema rejects does not reach validating admission, as upstream.
     let schema_causes = crate::crd_schema::validate_write(def, &body, None, false);
@@ -389,6 +390,8 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
         return Err(ApiError::invalid(def, &name, causes));
     }
     ctx.warn(ctx.admission.warnings(def, &body, None));
+    // Quota admission, the last admission step, as kube-apiserver orders it.
+    crate::quota::admit_create(txn, def, ns, &name, &mut body)?;
     if txn.get(&Txn::key(def, ns_of(def, ns), &name)).is_some() {
         return Err(ApiError::already_exists(def, &name));
     }
@@ -488,8 +491,10 @@ pub fn update(
         if old.get("status") == status.as_ref() {
             return Ok(cur);
         }
-        // The schema's checks read the stored object: a copy costs less than parsing it again.
-        let stored = def.schema.as_ref().map(|_| old.clone());
+        // The schema's checks and a kind's status validation read the stored object: a copy
+        // costs less than parsing it again. Kinds with neither (pods) skip it.
+        let hooked = ctx.admission.validates_status(def);
+        let stored = (def.schema.is_some() || hooked).then(|| old.clone());
         let mut new = old;
         match status {
             Some(s) => new["status"] = s,
@@ -501,7 +506,10 @@ pub fn update(
             ctx.admit_webhooks(def, &mut new, Some(&cur.value()))?;
         }
         if let Some(stored) = &stored {
-            let causes = crate::crd_schema::validate_write(def, &new, Some(stored), true);
+            let mut causes = if hooked { ctx.admission.validate_status(def, &new, stored) } else { vec![] };
+            if causes.is_empty() && def.schema.is_some() {
+                causes = crate::crd_schema::validate_write(def, &new, Some(stored), true);
+            }
             if !causes.is_empty() {
                 return Err(ApiError::invalid(def, name, causes));
             }
@@ -591,13 +599,14 @@ fn store_update(
     ns: &str,
     name: &str,
     cur: &Obj,
-    new: Value,
+    mut new: Value,
 ) -> Result<Arc<Obj>> {
     if def.is_crd() {
         crate::resources::defs_from_crd(&new).map_err(|m| {
             ApiError::invalid(def, name, vec![Cause { reason: "FieldValueInvalid", field: String::new(), message: m }])
         })?;
     }
+    crate::quota::admit_update(txn, def, ns, cur, &mut new)?;
     let obj = txn.put(def, new);
     settle_update(txn, def, ns, name, cur, obj)
 }
@@ -723,7 +732,8 @@ impl PatchBody {
 }
 
 /// Whether a patch may take [`patch_metadata`]'s path: to the object itself (not a status or a
-/// view of it), of a built-in kind without admission hooks (they would see the whole object).
+/// view of it), of a built-in kind without admission hooks that must see it (they would see the
+/// whole object).
 fn metadata_path_applies(
     ctx: &Ctx<'_>,
     def: &ResourceDef,
@@ -735,7 +745,7 @@ fn metadata_path_applies(
         && view.is_none()
         && kind != PatchType::Json
         && !def.is_crd()
-        && !ctx.admission.has_hooks(def)
+        && !ctx.admission.sees_metadata_patches(def)
         && !ctx.staged()
 }
 
@@ -1121,6 +1131,7 @@ fn timestamp_in(secs: i64) -> String {
 
 fn remove(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, key: &Key, work: &mut VecDeque<Work>) {
     if let Some(obj) = txn.remove(def, key) {
+        crate::quota::released_by(txn, def, &obj);
         if def.is_crd() {
             // Deleting a CRD deletes every custom resource it defined.
             let v = obj.value();
@@ -1350,6 +1361,19 @@ mod tests {
             })
             .map_err(|e| e.to_string());
         (out, fast)
+    }
+
+    #[test]
+    fn metadata_patches_of_pods_skip_the_built_in_pod_hooks_and_not_the_job_ones() {
+        let registry = Registry::with_builtins();
+        let admission = crate::builtin::with_builtins(Admission::default(), &[]);
+        let ctx = Ctx::new(&admission);
+        let applies = |plural: &str| {
+            let def = registry.get(if plural == "jobs" { "batch" } else { "" }, "v1", plural).expect("built in");
+            metadata_path_applies(&ctx, &def, PatchType::Strategic, Target::Main, None)
+        };
+        assert!(applies("pods"), "pod validation, priority and exclusive placement never read a metadata patch");
+        assert!(!applies("jobs"), "Job defaulting and validation see every write");
     }
 
     #[test]

@@ -457,6 +457,19 @@ impl Txn<'_> {
         out
     }
 
+    /// The objects of one storage key in one namespace, in name order: one range of the
+    /// committed table, each as this transaction sees it (objects the transaction added are not
+    /// listed). A resource nothing was ever stored for costs one hash lookup.
+    pub fn objects_in(&self, storage_key: &str, ns: &str) -> Vec<Arc<Obj>> {
+        let Some(table) = self.state.tables.get(storage_key) else { return vec![] };
+        table
+            .objects
+            .range((ns.to_string(), String::new())..)
+            .take_while(|((n, _), _)| n == ns)
+            .filter_map(|((n, name), _)| self.get(&(storage_key.to_string(), n.clone(), name.clone())))
+            .collect()
+    }
+
     /// Stores `value` (already validated) under a new resourceVersion and returns the stored object.
     pub fn put(&mut self, def: &Arc<ResourceDef>, mut value: Value) -> Arc<Obj> {
         self.rv += 1;
@@ -525,6 +538,35 @@ impl crate::admission::Lookup for Txn<'_> {
     fn get(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<serde_json::Value> {
         Txn::get(self, &(format!("{group}/{plural}"), namespace.to_string(), name.to_string())).map(|o| o.value())
     }
+
+    fn list(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: &str,
+        selector: &crate::selector::LabelSelector,
+    ) -> Vec<serde_json::Value> {
+        let storage = format!("{group}/{plural}");
+        // This transaction's own writes replace what is stored; a removal leaves it out.
+        let own: BTreeMap<&str, Option<&Arc<Obj>>> = self
+            .overlay
+            .iter()
+            .filter(|(k, _)| k.0 == storage && k.1 == namespace)
+            .map(|(k, v)| (k.2.as_str(), v.as_ref()))
+            .collect();
+        let stored = self.state.tables.get(&storage).into_iter().flat_map(|t| {
+            t.objects
+                .range((namespace.to_string(), String::new())..)
+                .take_while(|((ns, _), _)| ns == namespace)
+                .filter(|((_, name), _)| !own.contains_key(name.as_str()))
+                .map(|(_, o)| o)
+        });
+        stored
+            .chain(own.values().flatten().copied())
+            .filter(|o| selector.matches(&o.labels))
+            .map(|o| o.value())
+            .collect()
+    }
 }
 
 impl Txn<'_> {
@@ -571,6 +613,40 @@ mod tests {
         std::iter::from_fn(|| rx.try_recv().ok())
             .map(|e| (e.obj.name.clone(), e.obj.field(def, "spec.nodeName").unwrap_or_default().to_string()))
             .collect()
+    }
+
+    #[test]
+    fn an_admission_lookup_lists_by_namespace_and_labels_with_the_transaction_s_own_writes() {
+        use crate::admission::Lookup;
+        use crate::selector::LabelSelector;
+        let (store, def) = pods_store();
+        let pod = |ns: &str, name: &str, app: &str| json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}});
+        store
+            .write(|txn| {
+                for (ns, name, app) in
+                    [("default", "a", "x"), ("default", "b", "x"), ("default", "c", "y"), ("other", "d", "x")]
+                {
+                    txn.put(&def, pod(ns, name, app));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let app_x = LabelSelector::parse("app=x").unwrap();
+        let names = |found: Vec<Value>| -> Vec<String> {
+            found.iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect()
+        };
+        store
+            .write(|txn| {
+                assert_eq!(names(txn.list("", "pods", "default", &app_x)), ["a", "b"]);
+                txn.put(&def, pod("default", "e", "x"));
+                let b = Txn::key(&def, "default", "b");
+                txn.remove(&def, &b);
+                assert_eq!(names(txn.list("", "pods", "default", &app_x)), ["a", "e"]);
+                assert_eq!(names(txn.list("", "pods", "other", &LabelSelector::everything())), ["d"]);
+                assert!(txn.list("", "nodes", "", &app_x).is_empty());
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

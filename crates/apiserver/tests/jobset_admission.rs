@@ -1,6 +1,8 @@
 //! JobSet admission is built in: upstream's webhook defaults on create, and the CRD schema, CEL
 //! rules (the server's, before admission) and webhook checks reject bad JobSets with
 //! kube-apiserver's 422 Status. A restart brings a stored JobSet CRD up to this binary's.
+//! Upstream's pod webhooks of exclusive placement are built in as well, unless JobSet admission
+//! is external.
 
 mod common;
 
@@ -587,4 +589,88 @@ async fn a_restart_upgrades_a_stored_preinstalled_crd_and_keeps_the_jobsets() {
     let app = open().router();
     let (_, crd) = send(&app, Method::GET, crd_uri, &json!({})).await;
     assert_eq!(crd["metadata"]["resourceVersion"], upgraded_rv, "an up-to-date CRD is left alone");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exclusive placement: upstream JobSet's pod webhooks, built in.
+
+const RACK: &str = "example.com/rack";
+
+/// A pod of Job `js-w-0` (uid `job-uid`) of an exclusive JobSet `js`, completion index `index`,
+/// named by the server as the Job controller's are (`<job>-<index>-<suffix>`).
+fn exclusive_pod(index: &str) -> k8s_openapi::api::core::v1::Pod {
+    use jobset_api::jobset::keys::{EXCLUSIVE_TOPOLOGY, JOB_INDEX, JOB_KEY, JOBSET_NAME, REPLICATED_JOB_NAME};
+    let labels = json!({JOBSET_NAME: "js", REPLICATED_JOB_NAME: "w", JOB_INDEX: "0", JOB_KEY: "k0"});
+    let mut annotations = labels.clone();
+    annotations[EXCLUSIVE_TOPOLOGY] = json!(RACK);
+    annotations["batch.kubernetes.io/job-completion-index"] = json!(index);
+    serde_json::from_value(json!({
+        "metadata": {"generateName": format!("js-w-0-{index}-"), "labels": labels, "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-0", "uid": "job-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]},
+    }))
+    .unwrap()
+}
+
+fn anti_affinity_expressions(p: &k8s_openapi::api::core::v1::Pod) -> Value {
+    let v = serde_json::to_value(p).unwrap();
+    v.pointer("/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/labelSelector/matchExpressions")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_follower_is_refused_until_its_leader_is_scheduled_then_pinned_to_the_leader_s_domain() {
+    use jobset_api::jobset::keys::PRIORITY;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let server = ApiServer::in_memory();
+    let client = server.client();
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1", "labels": {RACK: "r7"}}})).unwrap();
+    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pp = PostParams::default();
+
+    let leader = pods.create(&pp, &exclusive_pod("0")).await.unwrap();
+    let spec = leader.spec.as_ref().unwrap();
+    assert_eq!(spec.priority, Some(0), "the Priority admission plugin's default");
+    assert_eq!(leader.metadata.labels.as_ref().unwrap()[PRIORITY], "0");
+    assert_eq!(
+        anti_affinity_expressions(&leader)[2],
+        json!({"key": PRIORITY, "operator": "In", "values": ["0"]}),
+        "{:?}",
+        spec.affinity
+    );
+
+    let refused = pods.create(&pp, &exclusive_pod("1")).await.unwrap_err();
+    let kube::Error::Api(status) = refused else { panic!("{refused:?}") };
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"), "{status:?}");
+    assert!(status.message.ends_with("is forbidden: follower pod node selector not set"), "{}", status.message);
+
+    let name = leader.metadata.name.clone().unwrap();
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    pods.create_subresource::<_, Value>("binding", &name, &pp, &binding).await.unwrap();
+    let follower = pods.create(&pp, &exclusive_pod("1")).await.unwrap();
+    let spec = follower.spec.as_ref().unwrap();
+    assert_eq!(spec.node_selector, Some([(RACK.to_string(), "r7".to_string())].into()));
+    assert_eq!(spec.affinity, None, "a follower gets no affinity");
+    assert_eq!(follower.metadata.labels.as_ref().unwrap()[PRIORITY], "0");
+}
+
+#[tokio::test]
+async fn with_external_jobset_admission_the_pod_webhooks_are_the_manager_s() {
+    use jobset_api::jobset::keys::PRIORITY;
+    use k8s_openapi::api::core::v1::Pod;
+    let config = jobset_apiserver::ServerConfig {
+        external_admission: vec![("jobset.x-k8s.io".into(), "JobSet".into())],
+        ..Default::default()
+    };
+    let server = ApiServer::new(Box::new(jobset_apiserver::persist::Memory), Default::default(), config).unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let leader = pods.create(&PostParams::default(), &exclusive_pod("0")).await.unwrap();
+    let spec = leader.spec.as_ref().unwrap();
+    assert_eq!((spec.priority, &spec.affinity), (Some(0), &None), "only kube's own defaulting");
+    assert!(!leader.metadata.labels.as_ref().unwrap().contains_key(PRIORITY));
+    // Nor is a follower refused: the manager's validating webhook does that.
+    pods.create(&PostParams::default(), &exclusive_pod("1")).await.unwrap();
 }

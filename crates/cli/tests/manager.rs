@@ -534,3 +534,75 @@ async fn a_leader_stopped_with_sigterm_releases_the_lease_to_the_standby_at_once
     assert!(b_at - stopped < LEASE_DURATION, "manager-b took {:?} after manager-a stopped", b_at - stopped);
     a.check();
 }
+
+/// Exclusive placement through the manager's pod webhooks (the embedded server's built-in ones
+/// step aside with JobSet admission): each Job on a node of its own, its leader with upstream's
+/// affinity terms once, its follower pinned to the leader's node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_placement_goes_through_the_manager_s_pod_webhooks() {
+    use k8s_openapi::api::core::v1::Pod;
+    const HOST: &str = "kubernetes.io/hostname";
+    let c = cluster().await;
+    let m = c.manager("manager-a").await;
+    let file = c.dir.path().join("exclusive.yaml");
+    let containers = r#"[{name: main, image: busybox, command: [sleep, "60"]}]"#;
+    let manifest = format!(
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata:\n  name: excl\n  annotations:\n    \
+         alpha.jobset.sigs.k8s.io/exclusive-topology: {HOST}\nspec:\n  replicatedJobs:\n  - name: w\n    replicas: 2\n    \
+         template:\n      spec:\n        parallelism: 2\n        completions: 2\n        template:\n          spec:\n            \
+         containers: {containers}\n"
+    );
+    std::fs::write(&file, manifest).unwrap();
+    let out = apply(&c.server, file.to_str().unwrap()).await;
+    assert_eq!(out.code, 0, "{out:?}");
+    let pods: Api<Pod> = Api::namespaced(c.admin().await, "default");
+    let bound = tokio::time::timeout(WAIT, async {
+        let cfg = watcher::Config::default().labels("jobset.sigs.k8s.io/jobset-name=excl");
+        let mut seen = std::collections::BTreeMap::new();
+        let mut events = std::pin::pin!(watcher(pods, cfg).default_backoff().applied_objects());
+        while let Some(Ok(p)) = events.next().await {
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+                seen.insert(p.metadata.name.clone().unwrap(), p);
+            }
+            if seen.len() == 4 {
+                return seen;
+            }
+        }
+        panic!("the pod watch ended")
+    })
+    .await
+    .expect("4 pods bound");
+    let label = |p: &Pod, k: &str| p.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned().unwrap_or_default();
+    let node = |p: &Pod| p.spec.as_ref().unwrap().node_name.clone().unwrap();
+    let mut nodes_of_job: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for p in bound.values() {
+        let job = label(p, "batch.kubernetes.io/job-name");
+        nodes_of_job.entry(job.clone()).or_default().insert(node(p));
+        assert_eq!(label(p, "jobset.sigs.k8s.io/priority"), "0", "{p:?}");
+        let v = serde_json::to_value(p).unwrap();
+        let index = label(p, "batch.kubernetes.io/job-completion-index");
+        if index == "0" {
+            let anti = v.pointer("/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution");
+            let anti = anti.and_then(Value::as_array).expect("the leader's anti-affinity");
+            assert_eq!(anti.len(), 1, "one webhook gave the terms: {anti:?}");
+            let priority = &anti[0]["labelSelector"]["matchExpressions"][2];
+            assert_eq!(
+                *priority,
+                serde_json::json!({"key": "jobset.sigs.k8s.io/priority", "operator": "In", "values": ["0"]})
+            );
+        } else {
+            let leader = bound.values().find(|l| {
+                label(l, "batch.kubernetes.io/job-name") == job
+                    && label(l, "batch.kubernetes.io/job-completion-index") == "0"
+            });
+            let leader = leader.expect("the Job's leader");
+            assert_eq!(v.pointer("/spec/nodeSelector"), Some(&serde_json::json!({HOST: node(leader)})), "{p:?}");
+            assert_eq!(v.pointer("/spec/affinity"), None, "{p:?}");
+        }
+    }
+    assert_eq!(nodes_of_job.len(), 2, "{nodes_of_job:?}");
+    assert!(nodes_of_job.values().all(|n| n.len() == 1), "a Job spans nodes: {nodes_of_job:?}");
+    let used: std::collections::BTreeSet<&String> = nodes_of_job.values().flatten().collect();
+    assert_eq!(used.len(), 2, "two Jobs share a node: {nodes_of_job:?}");
+    m.kill().await;
+}

@@ -1896,6 +1896,72 @@ async fn in_place_restart_deprecates_the_current_attempt_as_soon_as_a_worker_fai
 // Exclusive placement.
 // ---------------------------------------------------------------------------------------------
 
+/// Upstream's pod webhooks (built into the API server here): every JobSet pod is labelled with its
+/// priority; the leader (completion index 0) gets the affinity to its Job and the anti-affinity
+/// to other Jobs of its priority; followers get no affinity but the leader's domain as
+/// `nodeSelector`, and each Job has a rack of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exclusive_placement_pins_followers_to_the_domain_of_their_leader_as_upstream_s_pod_webhook() {
+    const RACK: &str = "example.com/rack";
+    let mut config = LocalConfig::fast(6);
+    for (i, n) in config.nodes.iter_mut().enumerate() {
+        n.labels.insert(RACK.into(), format!("r{}", i / 2));
+    }
+    let c = LocalCluster::start(ApiServer::in_memory(), config).await;
+    let rj = make_rjob("workers", 3).duration("forever").job_spec("parallelism", json!(2));
+    let mut js = make_jobset("racks").replicated_job(rj.job_spec("completions", json!(2))).obj();
+    js.metadata.annotations = Some([(EXCLUSIVE_TOPOLOGY.to_string(), RACK.to_string())].into());
+    jobsets(&c).create(&PostParams::default(), &js).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(c.client());
+    let placed = wait_for(&pods, of_jobset("racks"), "6 pods bound to nodes", |p| {
+        p.len() == 6 && p.iter().all(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+    })
+    .await;
+    let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(c.client()).list(&ListParams::default()).await.unwrap();
+    let rack_of: BTreeMap<String, String> =
+        nodes.items.iter().map(|n| (name_of(n), n.metadata.labels.as_ref().unwrap()[RACK].clone())).collect();
+    let index = |p: &Pod| p.metadata.annotations.as_ref().unwrap()["batch.kubernetes.io/job-completion-index"].clone();
+    let job = |p: &Pod| label(p, "batch.kubernetes.io/job-name").unwrap();
+    let node = |p: &Pod| p.spec.as_ref().unwrap().node_name.clone().unwrap();
+    // job name -> racks its pods run on
+    let mut racks: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for p in &placed {
+        assert_eq!(label(p, PRIORITY).as_deref(), Some("0"), "{}", name_of(p));
+        racks.entry(job(p)).or_default().insert(rack_of[&node(p)].clone());
+        let spec = p.spec.as_ref().unwrap();
+        if index(p) == "0" {
+            let key = label(p, JOB_KEY).unwrap();
+            let a = serde_json::to_value(spec.affinity.as_ref().unwrap()).unwrap();
+            let terms = |kind: &str| a[kind]["requiredDuringSchedulingIgnoredDuringExecution"].clone();
+            assert_eq!(
+                terms("podAntiAffinity"),
+                json!([{"labelSelector": {"matchExpressions": [
+                    {"key": JOB_KEY, "operator": "Exists"},
+                    {"key": JOB_KEY, "operator": "NotIn", "values": [key]},
+                    {"key": PRIORITY, "operator": "In", "values": ["0"]},
+                ]}, "topologyKey": RACK, "namespaceSelector": {}}])
+            );
+            assert_eq!(terms("podAffinity")[0]["labelSelector"]["matchExpressions"][0]["values"], json!([key]));
+            assert_eq!(spec.node_selector, None, "{}", name_of(p));
+        } else {
+            let leader = placed.iter().find(|l| job(l) == job(p) && index(l) == "0").expect("the Job's leader");
+            assert_eq!(spec.affinity, None, "a follower gets no affinity: {}", name_of(p));
+            let pinned = BTreeMap::from([(RACK.to_string(), rack_of[&node(leader)].clone())]);
+            assert_eq!(spec.node_selector.as_ref(), Some(&pinned), "{}", name_of(p));
+        }
+    }
+    assert_eq!(racks.len(), 3, "{racks:?}");
+    assert!(racks.values().all(|r| r.len() == 1), "each Job's pods share one rack: {racks:?}");
+    let distinct: BTreeSet<&String> = racks.values().flatten().collect();
+    assert_eq!(distinct.len(), 3, "no two Jobs share a rack: {racks:?}");
+    // Followers refused before their leader was scheduled were created again, not counted.
+    let jobs = Api::<Job>::default_namespaced(c.client()).list(&ListParams::default()).await.unwrap();
+    for j in &jobs.items {
+        assert_eq!(j.status.as_ref().and_then(|s| s.failed).unwrap_or(0), 0, "{}: {:?}", name_of(j), j.status);
+    }
+    c.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exclusive_topology_gives_each_job_a_node_of_its_own() {
     let c = cluster(4).await;

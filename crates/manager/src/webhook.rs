@@ -36,11 +36,11 @@ use axum::routing::post;
 use base64::Engine;
 use jobset_api::admission::{aggregate, default_appwrapper_user, invalid_status};
 use jobset_api::jobset::{ClaimLookup, Features};
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::certs::{self, CertConfig, ServingCert};
@@ -327,19 +327,6 @@ pub struct Webhooks {
     pub features: Features,
 }
 
-impl pod::Cluster for Client {
-    async fn jobset_pods(&self, ns: &str, jobset: &str) -> Result<Vec<Value>, Failure> {
-        let selector = format!("{}={jobset}", jobset_api::jobset::keys::JOBSET_NAME);
-        let pods = Api::<Pod>::namespaced(self.clone(), ns).list(&ListParams::default().labels(&selector)).await?;
-        Ok(pods.items.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect())
-    }
-    async fn node_labels(&self, name: &str) -> Result<Map<String, Value>, Failure> {
-        let node = Api::<Node>::all(self.clone()).get(name).await?;
-        let labels = node.metadata.labels.unwrap_or_default();
-        Ok(labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
-    }
-}
-
 /// Answers one review with `handle`.
 async fn serve<F, Fut>(headers: HeaderMap, body: Result<Bytes, BytesRejection>, handle: F) -> axum::response::Response
 where
@@ -382,13 +369,13 @@ pub fn router(webhooks: Arc<Webhooks>) -> Router {
         .route(
             MUTATE_POD,
             post(|State(w): State<Arc<Webhooks>>, h: HeaderMap, b: Body| {
-                serve(h, b, move |r| async move { pod::mutate(&r, &w.client).await })
+                serve(h, b, move |r| async move { pod::mutate(&r, &pod::ApiServer(&w.client)).await })
             }),
         )
         .route(
             VALIDATE_POD,
             post(|State(w): State<Arc<Webhooks>>, h: HeaderMap, b: Body| {
-                serve(h, b, move |r| async move { pod::validate(&r, &w.client).await })
+                serve(h, b, move |r| async move { pod::validate(&r, &pod::ApiServer(&w.client)).await })
             }),
         )
         .route(MUTATE_APPWRAPPER, post(|h: HeaderMap, b: Body| serve(h, b, |r| async move { mutate_appwrapper(&r) })))

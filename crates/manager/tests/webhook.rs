@@ -341,3 +341,58 @@ async fn certificate_management_that_cannot_reach_the_secret_retries_and_is_read
     let s = secret(&server.client()).await;
     certs::ca_valid(key(&s, certs::CA_CERT), key(&s, certs::CA_KEY), std::time::SystemTime::now()).expect("a valid CA");
 }
+
+/// Pod `index` of Job `js-w-0` (uid `job-uid`) of a JobSet exclusive on racks.
+fn exclusive_pod(name: &str, index: &str) -> Value {
+    use jobset_api::jobset::keys::{EXCLUSIVE_TOPOLOGY, JOB_INDEX, JOB_KEY, JOBSET_NAME, REPLICATED_JOB_NAME};
+    let labels = json!({JOBSET_NAME: "js", REPLICATED_JOB_NAME: "w", JOB_INDEX: "0", JOB_KEY: "k0"});
+    let mut annotations = labels.clone();
+    annotations[EXCLUSIVE_TOPOLOGY] = json!("example.com/rack");
+    annotations["batch.kubernetes.io/job-completion-index"] = json!(index);
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": annotations,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-0", "uid": "job-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}], "priority": 0},
+    })
+}
+
+#[tokio::test]
+async fn the_pod_webhooks_find_the_leader_and_its_node_through_the_api_server() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let (_server, client) = cluster().await;
+    let (addr, mut ready) = start(&client, Certificates::Internal(cert_config()));
+    until_ready(&mut ready).await;
+    let ca = key(&secret(&client).await, certs::CA_CERT).to_vec();
+    let node: Node =
+        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": {"example.com/rack": "r7"}}})).unwrap();
+    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let leader: Pod = serde_json::from_value(exclusive_pod("js-w-0-0-abcde", "0")).unwrap();
+    pods.create(&PostParams::default(), &leader).await.unwrap();
+    let follower = exclusive_pod("js-w-0-1-fghij", "1");
+    let create = |object: &Value| json!({"uid": "u", "operation": "CREATE", "object": object});
+    let patched = |answer: &Value| {
+        assert_eq!(answer["allowed"], true, "{answer}");
+        let ops = base64::engine::general_purpose::STANDARD.decode(answer["patch"].as_str().unwrap()).unwrap();
+        let mut p = follower.clone();
+        json_patch::patch(&mut p, &serde_json::from_slice::<json_patch::Patch>(&ops).unwrap()).unwrap();
+        p
+    };
+
+    // The leader is not scheduled: the follower is only labelled, then refused.
+    let unpinned = patched(&review(addr, &ca, "/mutate--v1-pod", create(&follower)).await);
+    assert_eq!(unpinned["metadata"]["labels"]["jobset.sigs.k8s.io/priority"], "0");
+    assert_eq!(unpinned["spec"].get("nodeSelector"), None);
+    let refused = review(addr, &ca, "/validate--v1-pod", create(&unpinned)).await;
+    assert_eq!((&refused["allowed"], &refused["status"]["code"]), (&json!(false), &json!(403)));
+    assert_eq!(refused["status"]["message"], "follower pod node selector not set");
+
+    let binding = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "js-w-0-0-abcde"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    pods.create_subresource::<_, Value>("binding", "js-w-0-0-abcde", &PostParams::default(), &binding).await.unwrap();
+    let pinned = patched(&review(addr, &ca, "/mutate--v1-pod", create(&follower)).await);
+    assert_eq!(pinned["spec"]["nodeSelector"], json!({"example.com/rack": "r7"}));
+    let admitted = review(addr, &ca, "/validate--v1-pod", create(&pinned)).await;
+    assert_eq!(admitted["allowed"], true, "{admitted}");
+}

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod defaults;
+pub mod exclusive;
 pub mod keys;
 pub mod types;
 pub mod validation;

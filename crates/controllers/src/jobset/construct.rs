@@ -1,14 +1,13 @@
 //! Child Job construction (upstream's `constructJob`): names, labels and annotations, owner
-//! reference, `suspend`, pod `subdomain`, claim volumes, exclusive placement and coordinator.
+//! reference, `suspend`, pod `subdomain`, claim volumes, the node-selector strategy of exclusive
+//! placement and coordinator.
 //!
 //! Works on the template's JSON so fields a typed client would drop reach the Job.
 //!
-//! Exclusive placement differs from upstream in how, not what: upstream's pod webhook gives only
-//! the leader pod (completion index 0) the affinity terms and pins followers to its domain;
-//! here every pod of the Job carries them in the Job's pod template (required pod affinity to
-//! its own `job-key`, anti-affinity to every other `job-key` in the topology domain), which our
-//! scheduler places equally well (the first pod of a Job may start its group) and which needs no
-//! pod webhook.
+//! Exclusive placement by pod affinity is not the controller's: the Job and its pod template only
+//! carry the exclusive-topology annotation, and upstream's pod webhooks
+//! (`jobset_api::jobset::exclusive`: `jobset manager`'s, or the embedded API server's built-in
+//! Pod admission) give the leader pod its affinity terms and pin its followers to its domain.
 
 use std::collections::BTreeMap;
 
@@ -79,17 +78,25 @@ fn merge_strings(target: &mut Map<String, Value>, key: &str, values: &BTreeMap<S
     }
 }
 
-/// The exclusive-topology annotations for `rj`'s Jobs: the replicated job's template value wins
-/// over the JobSet's; the node-selector strategy flag comes from the same level.
-fn exclusive(js: &JobSet, rj: &ReplicatedJob) -> Option<(String, bool)> {
-    let from = |ann: Option<&Value>| -> Option<(String, bool)> {
-        let ann = ann?.as_object()?;
-        let topo = ann.get(EXCLUSIVE_TOPOLOGY)?.as_str()?.to_string();
-        Some((topo, ann.contains_key(NODE_SELECTOR_STRATEGY)))
-    };
-    let rj_ann = rj.template.0.get("metadata").and_then(|m| m.get("annotations"));
-    let js_ann = js.metadata.annotations.as_ref().map(|a| serde_json::to_value(a).unwrap_or_default());
-    from(rj_ann).or_else(|| from(js_ann.as_ref()))
+/// The exclusive-placement annotations of `rj`'s Jobs and pods (upstream's
+/// `labelAndAnnotateObject`): the JobSet's topology and node-selector strategy, then the
+/// replicated job template's over them; each level's strategy counts only with its topology.
+fn exclusive(js: &JobSet, rj: &ReplicatedJob) -> BTreeMap<String, String> {
+    let rj_ann = rj.template.0.pointer("/metadata/annotations").and_then(Value::as_object);
+    let rj_ann: BTreeMap<&str, &str> =
+        rj_ann.into_iter().flatten().filter_map(|(k, v)| Some((k.as_str(), v.as_str()?))).collect();
+    let js_ann: BTreeMap<&str, &str> =
+        js.metadata.annotations.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut out = BTreeMap::new();
+    for level in [js_ann, rj_ann] {
+        if let Some(topology) = level.get(EXCLUSIVE_TOPOLOGY) {
+            out.insert(EXCLUSIVE_TOPOLOGY.to_string(), topology.to_string());
+            if let Some(strategy) = level.get(NODE_SELECTOR_STRATEGY) {
+                out.insert(NODE_SELECTOR_STRATEGY.to_string(), strategy.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The child Job `index` of `rj`, as JSON ready to create.
@@ -100,18 +107,16 @@ pub fn construct_job(js: &JobSet, rj: &ReplicatedJob, index: i32, with_job_resta
     let mut meta = template.remove("metadata").and_then(|m| m.as_object().cloned()).unwrap_or_default();
     let mut spec = template.remove("spec").and_then(|s| s.as_object().cloned()).unwrap_or_default();
     let mut annotations = labels.clone();
-    let placement = exclusive(js, rj);
-    if let Some((topo, node_selector)) = &placement {
-        annotations.insert(EXCLUSIVE_TOPOLOGY.into(), topo.clone());
-        if *node_selector {
-            annotations.insert(NODE_SELECTOR_STRATEGY.into(), "true".into());
-        }
-    }
+    annotations.extend(exclusive(js, rj));
     meta.insert("name".into(), json!(name));
     meta.insert("namespace".into(), json!(js.namespace()));
     meta.remove("generateName");
     merge_strings(&mut meta, "labels", &labels);
     merge_strings(&mut meta, "annotations", &annotations);
+    // Upstream reads the Job's annotations, the replicated job template's among them.
+    let job_annotations = meta.get("annotations").and_then(Value::as_object);
+    let node_selector_strategy =
+        job_annotations.is_some_and(|a| a.contains_key(EXCLUSIVE_TOPOLOGY) && a.contains_key(NODE_SELECTOR_STRATEGY));
     meta.insert(
         "ownerReferences".into(),
         json!([{
@@ -129,34 +134,16 @@ pub fn construct_job(js: &JobSet, rj: &ReplicatedJob, index: i32, with_job_resta
         pod_spec.insert("subdomain".into(), json!(js.subdomain()));
     }
     add_claim_volumes(js, pod_spec);
-    if let Some((topo, node_selector)) = placement {
-        if node_selector {
-            obj(pod_spec, "nodeSelector").insert(NAMESPACED_JOB.into(), json!(format!("{}_{name}", js.namespace())));
-            let tolerations = pod_spec.entry("tolerations").or_insert_with(|| json!([]));
-            if let Some(t) = tolerations.as_array_mut() {
-                t.push(json!({"key": NO_SCHEDULE_TAINT, "operator": "Exists", "effect": "NoSchedule"}));
-            }
-        } else {
-            let key = labels[JOB_KEY].clone();
-            let affinity = obj(pod_spec, "affinity");
-            let term = |expr: Value| json!({"labelSelector": {"matchExpressions": expr}, "topologyKey": topo, "namespaceSelector": {}});
-            push_term(obj(affinity, "podAffinity"), term(json!([{"key": JOB_KEY, "operator": "In", "values": [key]}])));
-            push_term(
-                obj(affinity, "podAntiAffinity"),
-                term(
-                    json!([{"key": JOB_KEY, "operator": "Exists"}, {"key": JOB_KEY, "operator": "NotIn", "values": [key]}]),
-                ),
-            );
+    // The node-selector strategy: nodes labelled and tainted per Job beforehand
+    // (upstream's hack/label_nodes).
+    if node_selector_strategy {
+        obj(pod_spec, "nodeSelector").insert(NAMESPACED_JOB.into(), json!(format!("{}_{name}", js.namespace())));
+        let tolerations = pod_spec.entry("tolerations").or_insert_with(|| json!([]));
+        if let Some(t) = tolerations.as_array_mut() {
+            t.push(json!({"key": NO_SCHEDULE_TAINT, "operator": "Exists", "effect": "NoSchedule"}));
         }
     }
     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
-}
-
-fn push_term(m: &mut Map<String, Value>, term: Value) {
-    let list = m.entry("requiredDuringSchedulingIgnoredDuringExecution").or_insert_with(|| json!([]));
-    if let Some(l) = list.as_array_mut() {
-        l.push(term);
-    }
 }
 
 /// A `persistentVolumeClaim` volume `<template>-<jobset>` for every claim template whose name a
@@ -286,23 +273,34 @@ mod tests {
     }
 
     #[test]
-    fn exclusive_topology_adds_affinity_to_its_own_job_and_anti_affinity_to_others() {
+    fn exclusive_topology_annotates_the_job_and_its_pods_and_adds_no_affinity() {
         let js = js(json!({"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: "rack"}}}));
         let j = construct_job(&js, &js.spec.replicated_jobs[1], 0, true);
-        let a = &j["spec"]["template"]["spec"]["affinity"];
-        let key = job_key("ns", "js-workers-0");
-        assert_eq!(a["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"], "rack");
-        assert_eq!(
-            a["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]["matchExpressions"]
-                [0]["values"][0],
-            key.as_str()
-        );
-        assert_eq!(
-            a["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"]["matchExpressions"]
-                [1]["operator"],
-            "NotIn"
-        );
         assert_eq!(j["metadata"]["annotations"][EXCLUSIVE_TOPOLOGY], "rack");
+        assert_eq!(j["spec"]["template"]["metadata"]["annotations"][EXCLUSIVE_TOPOLOGY], "rack");
+        let pod = &j["spec"]["template"]["spec"];
+        assert!(pod.get("affinity").is_none() && pod.get("nodeSelector").is_none(), "{pod}");
+    }
+
+    #[test]
+    fn the_replicated_job_s_exclusive_topology_wins_and_each_level_brings_its_strategy() {
+        let rj_topology = |ann: Value| {
+            json!({"metadata": {"annotations": {EXCLUSIVE_TOPOLOGY: "rack", NODE_SELECTOR_STRATEGY: "yes"}},
+                   "spec": {"replicatedJobs": [{"name": "driver", "template": {"metadata": {"annotations": ann}}}]}})
+        };
+        // (replicated job template's annotations, pod annotations wanted)
+        let cases = [
+            (json!({EXCLUSIVE_TOPOLOGY: "zone"}), [Some("zone"), Some("yes")]),
+            (json!({EXCLUSIVE_TOPOLOGY: "zone", NODE_SELECTOR_STRATEGY: "no"}), [Some("zone"), Some("no")]),
+            (json!({}), [Some("rack"), Some("yes")]),
+        ];
+        for (ann, want) in cases {
+            let js = js(rj_topology(ann.clone()));
+            let j = construct_job(&js, &js.spec.replicated_jobs[0], 0, true);
+            let pod = &j["spec"]["template"]["metadata"]["annotations"];
+            let got = [EXCLUSIVE_TOPOLOGY, NODE_SELECTOR_STRATEGY].map(|k| pod[k].as_str());
+            assert_eq!(got, want, "{ann}");
+        }
     }
 
     #[test]
@@ -312,6 +310,7 @@ mod tests {
         let p = &j["spec"]["template"]["spec"];
         assert_eq!(p["nodeSelector"][NAMESPACED_JOB], "ns_js-workers-2");
         assert_eq!(p["tolerations"][0]["key"], NO_SCHEDULE_TAINT);
+        assert_eq!(j["spec"]["template"]["metadata"]["annotations"][NODE_SELECTOR_STRATEGY], "true");
         assert!(p.get("affinity").is_none());
     }
 }

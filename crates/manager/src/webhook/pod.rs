@@ -1,204 +1,44 @@
 //! Upstream JobSet's pod webhooks (`pkg/webhooks/pod_webhook.go`): exclusive placement per
-//! topology domain. A JobSet pod of an exclusive JobSet (annotation
-//! `alpha.jobset.sigs.k8s.io/exclusive-topology`, unless the node-selector strategy is used) is
-//! labelled with its priority; its leader (completion index 0) gets a required pod affinity to
-//! its own Job and anti-affinity to every other Job of its priority in the topology domain; a
-//! follower is pinned (`nodeSelector`) to the domain of its scheduled leader and refused until
-//! that leader is scheduled.
-//!
-//! Our JobSet controller places every pod of an exclusive Job through its pod template
-//! (`jobset_controllers::jobset::construct`), so these webhooks are redundant with it, but they
-//! are served as upstream's for clusters that route pods to them. The lookups (the leader among
-//! the JobSet's pods, the leader's Node) are a [`Cluster`]; the rest is pure.
+//! topology domain, `/mutate--v1-pod` and `/validate--v1-pod`. The decisions and their flow are
+//! `jobset_api::jobset::exclusive`'s, shared with the embedded API server's built-in Pod
+//! admission (which steps aside when JobSet admission is external, as for a manager serving
+//! these); here they read the cluster through the API server (a [`Cluster`]).
 
-use jobset_api::field::quote;
-use jobset_api::jobset::keys::{
-    EXCLUSIVE_TOPOLOGY, JOB_INDEX, JOB_KEY, JOBSET_NAME, NODE_SELECTOR_STRATEGY, PRIORITY, REPLICATED_JOB_NAME,
-};
-use serde_json::{Map, Value, json};
+use jobset_api::jobset::exclusive::{self, Cluster};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams};
+use serde_json::{Map, Value};
 
 use super::{Answer, Failure, decode};
 use crate::webhook::AdmissionRequest;
 
-/// The Job controller's annotation with a pod's completion index.
-const JOB_COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
+/// The cluster as the API server behind `Client` shows it.
+pub struct ApiServer<'a>(pub &'a Client);
 
-/// What the pod webhooks read from the cluster (upstream: the manager's cache).
-pub trait Cluster {
-    /// The pods of namespace `ns` labelled as JobSet `jobset`'s.
-    fn jobset_pods(&self, ns: &str, jobset: &str) -> impl Future<Output = Result<Vec<Value>, Failure>> + Send;
-    /// The labels of Node `name`.
-    fn node_labels(&self, name: &str) -> impl Future<Output = Result<Map<String, Value>, Failure>> + Send;
-}
-
-fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str)
-}
-
-fn label<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
-    pod.pointer("/metadata/labels").and_then(|a| a.get(key)).and_then(Value::as_str)
-}
-
-fn has_annotation(pod: &Value, key: &str) -> bool {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some()
-}
-
-/// The mutable object at `key` of `m`, made one if absent or not an object.
-fn child<'a>(m: &'a mut Value, key: &str) -> &'a mut Value {
-    if !m.is_object() {
-        *m = json!({});
+impl Cluster for ApiServer<'_> {
+    type Error = Failure;
+    async fn pods(&self, ns: &str, labels: &[(&str, &str)]) -> Result<Vec<Value>, Failure> {
+        let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let params = ListParams::default().labels(&selector.join(","));
+        let pods = Api::<Pod>::namespaced(self.0.clone(), ns).list(&params).await?;
+        Ok(pods.items.iter().map(|p| serde_json::to_value(p).unwrap_or_default()).collect())
     }
-    let slot = m.as_object_mut().expect("made an object").entry(key).or_insert_with(|| json!({}));
-    if !slot.is_object() {
-        *slot = json!({});
-    }
-    slot
-}
-
-/// The topology key of a pod the webhooks act on: a JobSet pod with the exclusive annotation and
-/// without the node-selector strategy.
-fn exclusive_topology(pod: &Value) -> Option<&str> {
-    if !has_annotation(pod, JOBSET_NAME) || has_annotation(pod, NODE_SELECTOR_STRATEGY) {
-        return None;
-    }
-    annotation(pod, EXCLUSIVE_TOPOLOGY)
-}
-
-fn is_leader(pod: &Value) -> bool {
-    annotation(pod, JOB_COMPLETION_INDEX) == Some("0")
-}
-
-/// Upstream's `setExclusiveAffinities`: appends the leader's required pod affinity to its own
-/// `job-key` and anti-affinity to other `job-key`s of its priority, in the topology domain.
-pub fn set_exclusive_affinities(pod: &mut Value, topology: &str) {
-    let job_key = label(pod, JOB_KEY).unwrap_or_default().to_string();
-    let priority = label(pod, PRIORITY).unwrap_or_default().to_string();
-    let affinity = child(child(pod, "spec"), "affinity");
-    let term = |exprs: Value| json!({"labelSelector": {"matchExpressions": exprs}, "topologyKey": topology, "namespaceSelector": {}});
-    let terms = [
-        ("podAffinity", term(json!([{"key": JOB_KEY, "operator": "In", "values": [job_key]}]))),
-        (
-            "podAntiAffinity",
-            term(json!([
-                {"key": JOB_KEY, "operator": "Exists"},
-                {"key": JOB_KEY, "operator": "NotIn", "values": [job_key]},
-                {"key": PRIORITY, "operator": "In", "values": [priority]},
-            ])),
-        ),
-    ];
-    for (kind, term) in terms {
-        let required = child(affinity, kind)
-            .as_object_mut()
-            .expect("made an object")
-            .entry("requiredDuringSchedulingIgnoredDuringExecution")
-            .or_insert_with(|| json!([]));
-        if !required.is_array() {
-            *required = json!([]);
-        }
-        required.as_array_mut().expect("made an array").push(term);
+    async fn node_labels(&self, name: &str) -> Result<Map<String, Value>, Failure> {
+        let node = Api::<Node>::all(self.0.clone()).get(name).await?;
+        let labels = node.metadata.labels.unwrap_or_default();
+        Ok(labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
     }
 }
 
-/// Upstream's `removePodNameSuffix`: the name without its random suffix, for names of at least
-/// five dash-separated parts (`<jobset>-<rjob>-<jobIndex>-<podIndex>-<suffix>`).
-pub fn remove_pod_name_suffix(name: &str) -> Option<String> {
-    let parts: Vec<&str> = name.split('-').collect();
-    (parts.len() >= 5).then(|| parts[..parts.len() - 1].join("-"))
-}
-
-/// Upstream's `genLeaderPodName`: `<jobset>-<rjob>-<jobIndex>-0` from the follower's labels.
-pub fn leader_pod_name(pod: &Value) -> Result<String, String> {
-    let get = |key: &str| label(pod, key).ok_or_else(|| format!("pod missing label: {key}"));
-    Ok(format!("{}-{}-{}-0", get(JOBSET_NAME)?, get(REPLICATED_JOB_NAME)?, get(JOB_INDEX)?))
-}
-
-fn controller_uid(pod: &Value) -> Option<&str> {
-    let refs = pod.pointer("/metadata/ownerReferences")?.as_array()?;
-    let owner = refs.iter().find(|r| r.get("controller").and_then(Value::as_bool) == Some(true))?;
-    Some(owner.get("uid").and_then(Value::as_str).unwrap_or_default())
-}
-
-/// Upstream's `leaderPodForFollower` over the pods found: the one live pod (not terminating,
-/// failed or succeeded) whose name less its suffix is `leader_name` (among pods with the
-/// exclusive annotation, as upstream's pod-name index), owned by the follower's Job.
-pub fn find_leader(pods: &[Value], leader_name: &str, follower: &Value) -> Result<Value, String> {
-    let live = |p: &&Value| {
-        let phase = p.pointer("/status/phase").and_then(Value::as_str);
-        p.pointer("/metadata/deletionTimestamp").is_none_or(Value::is_null)
-            && !matches!(phase, Some("Failed" | "Succeeded"))
-    };
-    let named = |p: &&Value| {
-        has_annotation(p, EXCLUSIVE_TOPOLOGY)
-            && p.pointer("/metadata/name").and_then(Value::as_str).and_then(remove_pod_name_suffix).as_deref()
-                == Some(leader_name)
-    };
-    let found: Vec<&Value> = pods.iter().filter(named).filter(live).collect();
-    if found.len() != 1 {
-        return Err(format!(
-            "expected 1 leader pod ({leader_name}), but got {}. this is an expected, transient error",
-            found.len()
-        ));
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Message(m)
     }
-    let leader = found[0];
-    let follower_uid = controller_uid(follower).ok_or("follower pod has no owner reference")?;
-    let leader_name = leader.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let leader_uid =
-        controller_uid(leader).ok_or_else(|| format!("leader pod {} has no owner reference", quote(leader_name)))?;
-    if follower_uid != leader_uid {
-        return Err(format!("follower pod owner UID ({follower_uid}) != leader pod owner UID ({leader_uid})"));
-    }
-    Ok(leader.clone())
-}
-
-async fn leader_for(pod: &Value, cluster: &impl Cluster) -> Result<Value, Failure> {
-    let name = leader_pod_name(pod).map_err(Failure::Message)?;
-    let ns = pod.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default();
-    let pods = cluster.jobset_pods(ns, label(pod, JOBSET_NAME).unwrap_or_default()).await?;
-    find_leader(&pods, &name, pod).map_err(Failure::Message)
-}
-
-fn node_name(pod: &Value) -> &str {
-    pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or_default()
-}
-
-/// Upstream's `podWebhook.Default`.
-async fn default_pod(pod: &mut Value, cluster: &impl Cluster) -> Result<(), Failure> {
-    if !has_annotation(pod, JOBSET_NAME) || has_annotation(pod, NODE_SELECTOR_STRATEGY) {
-        return Ok(());
-    }
-    // Makes the pod comparable with other exclusive pods of its priority (upstream issue 1057).
-    if let Some(priority) = pod.pointer("/spec/priority").and_then(Value::as_i64) {
-        let labels = child(child(pod, "metadata"), "labels");
-        labels.as_object_mut().expect("made an object").insert(PRIORITY.into(), json!(priority.to_string()));
-    }
-    let Some(topology) = exclusive_topology(pod).map(str::to_string) else { return Ok(()) };
-    if is_leader(pod) {
-        set_exclusive_affinities(pod, &topology);
-        return Ok(());
-    }
-    // No leader, or an unscheduled one: left as is; the validating webhook refuses the pod.
-    let leader = match leader_for(pod, cluster).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::debug!(error = %e, "pod webhook: no leader pod for a follower");
-            return Ok(());
-        }
-    };
-    if node_name(&leader).is_empty() {
-        return Ok(());
-    }
-    let labels = cluster.node_labels(node_name(&leader)).await?;
-    let value = labels
-        .get(&topology)
-        .cloned()
-        .ok_or_else(|| Failure::Message(format!("node does not have topology label: {topology}")))?;
-    let selector = child(child(pod, "spec"), "nodeSelector");
-    selector.as_object_mut().expect("made an object").insert(topology, value);
-    Ok(())
 }
 
 /// `/mutate--v1-pod`.
-pub async fn mutate(req: &AdmissionRequest, cluster: &impl Cluster) -> Answer {
+pub async fn mutate<C: Cluster<Error = Failure>>(req: &AdmissionRequest, cluster: &C) -> Answer {
     if req.operation == "DELETE" {
         return Answer::allowed();
     }
@@ -207,46 +47,21 @@ pub async fn mutate(req: &AdmissionRequest, cluster: &impl Cluster) -> Answer {
         Err(a) => return a,
     };
     let mut defaulted = pod.clone();
-    match default_pod(&mut defaulted, cluster).await {
+    match exclusive::default_pod(&mut defaulted, cluster).await {
         Ok(()) => Answer::patch(pod, &defaulted),
         Err(f) => f.into_answer(),
     }
 }
 
-/// Upstream's `podWebhook.ValidateCreate`: a follower only once its leader is scheduled and its
-/// own node selector pins the topology domain.
-async fn validate_create(pod: &Value, cluster: &impl Cluster) -> Result<(), Failure> {
-    let Some(topology) = exclusive_topology(pod) else { return Ok(()) };
-    if is_leader(pod) {
-        return Ok(());
-    }
-    let selector = pod.pointer("/spec/nodeSelector").filter(|s| !s.is_null());
-    let Some(selector) = selector else {
-        return Err(Failure::Message("follower pod node selector not set".into()));
-    };
-    if selector.get(topology).is_none() {
-        return Err(Failure::Message(format!(
-            "follower pod node selector for topology domain not found. missing selector: {topology}"
-        )));
-    }
-    let leader = leader_for(pod, cluster).await?;
-    if node_name(&leader).is_empty() {
-        return Err(Failure::Message(
-            "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// `/validate--v1-pod`.
-pub async fn validate(req: &AdmissionRequest, cluster: &impl Cluster) -> Answer {
+/// `/validate--v1-pod`: creates only.
+pub async fn validate<C: Cluster<Error = Failure>>(req: &AdmissionRequest, cluster: &C) -> Answer {
     match req.operation.as_str() {
         "CREATE" => {
             let pod = match decode(req.object.as_ref()) {
                 Ok(p) => p,
                 Err(a) => return a,
             };
-            match validate_create(pod, cluster).await {
+            match exclusive::validate_create(pod, cluster).await {
                 Ok(()) => Answer::allowed(),
                 Err(f) => f.into_answer(),
             }
@@ -258,6 +73,11 @@ pub async fn validate(req: &AdmissionRequest, cluster: &impl Cluster) -> Answer 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jobset_api::field::quote;
+    use jobset_api::jobset::keys::{
+        EXCLUSIVE_TOPOLOGY, JOB_INDEX, JOB_KEY, JOBSET_NAME, PRIORITY, REPLICATED_JOB_NAME,
+    };
+    use serde_json::json;
     use std::collections::BTreeMap;
 
     /// Pods by namespace and nodes' labels.
@@ -268,13 +88,10 @@ mod tests {
     }
 
     impl Cluster for Fake {
-        async fn jobset_pods(&self, ns: &str, jobset: &str) -> Result<Vec<Value>, Failure> {
-            Ok(self
-                .pods
-                .iter()
-                .filter(|p| p["metadata"]["namespace"] == ns && label(p, JOBSET_NAME) == Some(jobset))
-                .cloned()
-                .collect())
+        type Error = Failure;
+        async fn pods(&self, ns: &str, labels: &[(&str, &str)]) -> Result<Vec<Value>, Failure> {
+            let matches = |p: &&Value| labels.iter().all(|(k, v)| p["metadata"]["labels"][k] == *v);
+            Ok(self.pods.iter().filter(|p| p["metadata"]["namespace"] == ns).filter(matches).cloned().collect())
         }
         async fn node_labels(&self, name: &str) -> Result<Map<String, Value>, Failure> {
             match self.nodes.get(name) {
@@ -290,19 +107,17 @@ mod tests {
     /// A pod of JobSet `js`, replicated job `w`, Job 0, completion index `index`, exclusive on
     /// `rack`, owned by Job uid `job`.
     fn pod(name: &str, index: &str, job: &str) -> Value {
-        let meta = json!({
-            JOBSET_NAME: "js", REPLICATED_JOB_NAME: "w", JOB_INDEX: "0", JOB_KEY: "k0",
-        });
+        let meta = json!({JOBSET_NAME: "js", REPLICATED_JOB_NAME: "w", JOB_INDEX: "0", JOB_KEY: "k0"});
         let mut annotations = meta.clone();
         annotations[EXCLUSIVE_TOPOLOGY] = json!("rack");
-        annotations[JOB_COMPLETION_INDEX] = json!(index);
+        annotations["batch.kubernetes.io/job-completion-index"] = json!(index);
         json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {
                 "name": name, "namespace": "ns", "labels": meta, "annotations": annotations,
                 "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-0", "uid": job, "controller": true}],
             },
-            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], "priority": 0},
         })
     }
 
@@ -318,150 +133,40 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_leader_gets_upstream_s_affinity_terms_and_its_priority_label() {
-        let mut leader = pod("js-w-0-0-abcde", "0", "j0");
-        leader["spec"]["priority"] = json!(100);
-        let answer = mutate(&create(leader.clone()), &Fake::default()).await;
-        let got = patched(&answer, &leader);
-        assert_eq!(got["metadata"]["labels"][PRIORITY], "100");
+    async fn the_mutating_webhook_patches_a_leader_with_the_priority_label_and_affinity_terms() {
+        let leader = pod("js-w-0-0-abcde", "0", "j0");
+        let got = patched(&mutate(&create(leader.clone()), &Fake::default()).await, &leader);
+        assert_eq!(got["metadata"]["labels"][PRIORITY], "0");
+        let anti = &got["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
         assert_eq!(
-            got["spec"]["affinity"],
-            json!({
-                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "labelSelector": {"matchExpressions": [{"key": JOB_KEY, "operator": "In", "values": ["k0"]}]},
-                    "topologyKey": "rack", "namespaceSelector": {},
-                }]},
-                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-                    "labelSelector": {"matchExpressions": [
-                        {"key": JOB_KEY, "operator": "Exists"},
-                        {"key": JOB_KEY, "operator": "NotIn", "values": ["k0"]},
-                        {"key": PRIORITY, "operator": "In", "values": ["100"]},
-                    ]},
-                    "topologyKey": "rack", "namespaceSelector": {},
-                }]},
-            })
+            anti["labelSelector"]["matchExpressions"][2],
+            json!({"key": PRIORITY, "operator": "In", "values": ["0"]})
         );
     }
 
     #[tokio::test]
-    async fn affinity_terms_are_appended_to_the_pod_s_own() {
+    async fn a_follower_is_pinned_then_admitted_and_refused_while_its_leader_is_unscheduled() {
         let mut leader = pod("js-w-0-0-abcde", "0", "j0");
-        let own = json!({"labelSelector": {}, "topologyKey": "zone"});
-        leader["spec"]["affinity"] = json!({"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [own]}});
-        let got = patched(&mutate(&create(leader.clone()), &Fake::default()).await, &leader);
-        let terms = got["spec"]["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            .as_array()
-            .unwrap();
-        assert_eq!(terms.len(), 2);
-        assert_eq!(terms[0], own);
-        assert_eq!(terms[1]["topologyKey"], "rack");
-    }
-
-    #[tokio::test]
-    async fn pods_the_webhooks_do_not_concern_pass_unchanged() {
-        let mut plain = pod("p", "1", "j");
-        plain["metadata"]["annotations"].as_object_mut().unwrap().remove(JOBSET_NAME);
-        let mut node_selector = pod("js-w-0-1-abcde", "1", "j0");
-        node_selector["metadata"]["annotations"][NODE_SELECTOR_STRATEGY] = json!("true");
-        let mut not_exclusive = pod("js-w-0-1-abcde", "1", "j0");
-        not_exclusive["metadata"]["annotations"].as_object_mut().unwrap().remove(EXCLUSIVE_TOPOLOGY);
-        for (name, p) in
-            [("not a JobSet pod", plain), ("node-selector strategy", node_selector), ("not exclusive", not_exclusive)]
-        {
-            let m = mutate(&create(p.clone()), &Fake::default()).await;
-            assert_eq!(m, Answer::allowed(), "{name}: mutate");
-            let v = validate(&create(p), &Fake::default()).await;
-            assert_eq!(v, Answer::allowed(), "{name}: validate");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_follower_is_pinned_to_its_scheduled_leader_s_domain_and_then_admitted() {
-        let mut leader = pod("js-w-0-0-abcde", "0", "j0");
+        let follower = pod("js-w-0-1-fghij", "1", "j0");
+        let waiting = Fake { pods: vec![leader.clone()], ..Fake::default() };
+        let unpinned = patched(&mutate(&create(follower.clone()), &waiting).await, &follower);
+        assert!(unpinned["spec"].get("nodeSelector").is_none());
+        assert_eq!(validate(&create(unpinned), &waiting).await, Answer::denied("follower pod node selector not set"));
         leader["spec"]["nodeName"] = json!("n1");
         let cluster = Fake { pods: vec![leader], nodes: BTreeMap::from([("n1".into(), json!({"rack": "r7"}))]) };
-        let follower = pod("", "1", "j0");
         let got = patched(&mutate(&create(follower.clone()), &cluster).await, &follower);
         assert_eq!(got["spec"]["nodeSelector"], json!({"rack": "r7"}));
         assert_eq!(validate(&create(got), &cluster).await, Answer::allowed());
     }
 
     #[tokio::test]
-    async fn a_follower_is_refused_with_upstream_s_messages_until_its_leader_is_scheduled() {
-        let follower = pod("", "1", "j0");
-        let mut pinned = follower.clone();
-        pinned["spec"]["nodeSelector"] = json!({"rack": "r7"});
-        let mut other_key = follower.clone();
-        other_key["spec"]["nodeSelector"] = json!({"zone": "z"});
-        let unscheduled = pod("js-w-0-0-abcde", "0", "j0");
-        let mut other_job = pod("js-w-0-0-abcde", "0", "j-old");
-        other_job["spec"]["nodeName"] = json!("n1");
-        let mut finished = pod("js-w-0-0-fghij", "0", "j0");
-        finished["status"] = json!({"phase": "Succeeded"});
-        let mut no_labels = pinned.clone();
-        no_labels["metadata"]["labels"].as_object_mut().unwrap().remove(JOB_INDEX);
-        let cases = [
-            ("no node selector", follower.clone(), vec![], "follower pod node selector not set".to_string()),
-            (
-                "node selector without the topology",
-                other_key,
-                vec![],
-                "follower pod node selector for topology domain not found. missing selector: rack".into(),
-            ),
-            (
-                "no leader",
-                pinned.clone(),
-                vec![finished],
-                "expected 1 leader pod (js-w-0-0), but got 0. this is an expected, transient error".into(),
-            ),
-            (
-                "leader unscheduled",
-                pinned.clone(),
-                vec![unscheduled.clone()],
-                "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error".into(),
-            ),
-            (
-                "leader of another Job",
-                pinned.clone(),
-                vec![other_job],
-                "follower pod owner UID (j0) != leader pod owner UID (j-old)".into(),
-            ),
-            (
-                "two leaders",
-                pinned.clone(),
-                vec![unscheduled.clone(), pod("js-w-0-0-zzzzz", "0", "j0")],
-                "expected 1 leader pod (js-w-0-0), but got 2. this is an expected, transient error".into(),
-            ),
-            ("follower missing a label", no_labels, vec![], format!("pod missing label: {JOB_INDEX}")),
-        ];
-        for (name, p, pods, message) in cases {
-            let answer = validate(&create(p), &Fake { pods, ..Fake::default() }).await;
-            assert_eq!(answer, Answer::denied(&message), "{name}");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_leader_node_without_the_topology_label_or_gone_fails_the_mutation() {
+    async fn a_lookup_s_api_status_is_answered_as_is() {
         let mut leader = pod("js-w-0-0-abcde", "0", "j0");
         leader["spec"]["nodeName"] = json!("n1");
-        let unlabelled = Fake { pods: vec![leader.clone()], nodes: BTreeMap::from([("n1".into(), json!({}))]) };
-        let follower = pod("", "1", "j0");
-        let answer = mutate(&create(follower.clone()), &unlabelled).await;
-        assert_eq!(answer, Answer::denied("node does not have topology label: rack"));
         let gone = Fake { pods: vec![leader], ..Fake::default() };
-        let answer = mutate(&create(follower), &gone).await;
+        let answer = mutate(&create(pod("js-w-0-1-fghij", "1", "j0")), &gone).await;
         assert!(!answer.allowed);
         let status = answer.status.unwrap();
         assert_eq!((status["code"].clone(), status["message"].clone()), (json!(404), json!("nodes \"n1\" not found")));
-        // A follower whose leader cannot be found is left alone: the validating webhook refuses it.
-        let nothing = mutate(&create(pod("", "1", "j0")), &Fake::default()).await;
-        assert_eq!(nothing, Answer::allowed());
-    }
-
-    #[test]
-    fn pod_names_lose_their_suffix_only_with_five_parts_or_more() {
-        assert_eq!(remove_pod_name_suffix("js-w-0-0-abcde").as_deref(), Some("js-w-0-0"));
-        assert_eq!(remove_pod_name_suffix("my-js-w-0-0-abcde").as_deref(), Some("my-js-w-0-0"));
-        assert_eq!(remove_pod_name_suffix("w-0-0-abcde"), None);
     }
 }
