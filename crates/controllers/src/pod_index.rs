@@ -163,16 +163,23 @@ impl<S: Summary> PodIndex<S> {
         lock(&self.pods).by_owner.get(owner).map(|g| g.summary.clone()).unwrap_or_default()
     }
 
-    /// The pods filed under an owner that `live` rejects, once the first list is complete
-    /// (`None` before). Owners are checked, not pods: a sweep for orphans runs every second
-    /// over thousands of pods of live owners.
-    pub fn of_owners_not(&self, live: impl Fn(&str) -> bool) -> Option<Vec<Arc<Pod>>> {
+    /// The pod with this uid, wherever it is filed.
+    pub fn get(&self, pod_uid: &str) -> Option<Arc<Pod>> {
+        let pods = lock(&self.pods);
+        let owner = pods.filed.get(pod_uid)?;
+        pods.by_owner.get(owner)?.pods.get(pod_uid).map(|(p, _)| p.clone())
+    }
+
+    /// The pods filed under the owners that `wanted` picks by key and summary, once the first
+    /// list is complete (`None` before). Owners are checked, not pods: a sweep for orphans runs
+    /// every second over thousands of pods of live owners.
+    pub fn of_owners_where(&self, wanted: impl Fn(&str, &S) -> bool) -> Option<Vec<Arc<Pod>>> {
         if !self.synced.load(Ordering::Acquire) {
             return None;
         }
         let pods = lock(&self.pods);
-        let orphaned = pods.by_owner.iter().filter(|(owner, _)| !live(owner));
-        Some(orphaned.flat_map(|(_, g)| g.pods.values().map(|(p, _)| p.clone())).collect())
+        let picked = pods.by_owner.iter().filter(|(owner, g)| wanted(owner, &g.summary));
+        Some(picked.flat_map(|(_, g)| g.pods.values().map(|(p, _)| p.clone())).collect())
     }
 }
 
@@ -266,23 +273,37 @@ mod tests {
     }
 
     #[test]
-    fn pods_of_owners_that_are_gone_are_listed_only_once_the_first_list_is_complete() {
-        let index: PodIndex = PodIndex::new(by_label);
+    fn pods_of_picked_owners_are_listed_only_once_the_first_list_is_complete() {
+        let index: PodIndex<Names> = PodIndex::new(by_label);
         index.apply(watcher::Event::Init);
         index.apply(watcher::Event::InitApply(filed("a", "p1")));
-        assert!(index.of_owners_not(|_| false).is_none());
+        assert!(index.of_owners_where(|_, _| true).is_none());
         index.apply(watcher::Event::InitDone);
         index.apply(watcher::Event::Apply(filed("b", "p2")));
         index.apply(watcher::Event::Apply(filed("c", "p3")));
-        let orphans = |live: &[&str]| {
-            let mut uids: Vec<String> = (index.of_owners_not(|o| live.contains(&o)).unwrap().iter())
+        let picked = |live: &[&str]| {
+            let mut uids: Vec<String> = (index.of_owners_where(|o, _| !live.contains(&o)).unwrap().iter())
                 .filter_map(|p| p.metadata.uid.clone())
                 .collect();
             uids.sort();
             uids
         };
-        assert_eq!(orphans(&[]), ["p1", "p2", "p3"]);
-        assert_eq!(orphans(&["a", "c"]), ["p2"]);
-        assert!(orphans(&["a", "b", "c"]).is_empty());
+        assert_eq!(picked(&[]), ["p1", "p2", "p3"]);
+        assert_eq!(picked(&["a", "c"]), ["p2"]);
+        assert!(picked(&["a", "b", "c"]).is_empty());
+        // By summary: the owners whose pods include p3.
+        let by_summary = index.of_owners_where(|_, s| s.0.iter().any(|n| n == "p3")).unwrap();
+        assert_eq!(by_summary.iter().filter_map(|p| p.metadata.uid.clone()).collect::<Vec<_>>(), ["p3"]);
+    }
+
+    #[test]
+    fn a_pod_is_found_by_uid_wherever_it_is_filed() {
+        let index: PodIndex = PodIndex::new(by_label);
+        index.apply(watcher::Event::Apply(filed("a", "p1")));
+        assert_eq!(index.get("p1").and_then(|p| p.metadata.uid.clone()).as_deref(), Some("p1"));
+        index.apply(watcher::Event::Apply(filed("b", "p1")));
+        assert_eq!(index.get("p1").unwrap().metadata.labels.as_ref().unwrap()["owner"], "b");
+        index.apply(watcher::Event::Delete(filed("b", "p1")));
+        assert!(index.get("p1").is_none());
     }
 }

@@ -2,6 +2,7 @@
 //! around the pure [`sync::sync`].
 
 pub mod backoff;
+pub mod claim;
 pub mod indexes;
 pub mod pod_failure_policy;
 pub mod success_policy;
@@ -18,12 +19,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use self::backoff::BackoffRecord;
+use self::claim::{Claim, Tracking};
 use self::sync::{EventKind, SyncConfig, SyncInput, TRACKING_FINALIZER};
 use crate::pod_index::PodIndex;
 use crate::shared_pods::SharedPods;
@@ -32,6 +34,9 @@ use crate::shared_pods::SharedPods;
 pub enum Error {
     #[error("kube API: {0}")]
     Kube(#[from] kube::Error),
+    /// Upstream's `AdoptPod` refusal (the Job is another one, or going, since the cache saw it).
+    #[error("can't adopt Pod {pod}: {reason}")]
+    Adopt { pod: String, reason: String },
 }
 
 #[derive(Debug, Clone)]
@@ -39,7 +44,11 @@ pub struct JobControllerConfig {
     pub sync: SyncConfig,
     /// How soon to look again when the pod cache has not caught up with our own writes.
     pub cache_wait: Duration,
-    /// How often pods that keep the tracking finalizer after their Job is gone are released.
+    /// How soon a failed sync is retried: a pod creation refused (an exclusive-placement follower
+    /// before its leader is scheduled, say) is created again then, and counts as no failure.
+    pub error_retry: Duration,
+    /// How often pods that keep the tracking finalizer with no existing Job controlling them
+    /// (their Job is gone, or they have no controller) are released.
     pub orphan_sweep: Duration,
     pub concurrency: u16,
 }
@@ -49,6 +58,7 @@ impl Default for JobControllerConfig {
         JobControllerConfig {
             sync: SyncConfig::default(),
             cache_wait: Duration::from_millis(20),
+            error_retry: Duration::from_millis(200),
             orphan_sweep: Duration::from_secs(1),
             concurrency: 8,
         }
@@ -64,26 +74,24 @@ struct Expectations {
     deletes: HashSet<String>,
     /// The resourceVersion of our last status write.
     status_rv: u64,
+    /// Pod uids whose tracking finalizer we removed and the cache still shows (upstream's
+    /// `finalizerExpectations`): a sync counts them as without it. Unlike the sets above they do
+    /// not hold a sync back.
+    finalizer_removals: HashSet<String>,
 }
 
 pub struct Ctx {
     client: Client,
-    pods: PodIndex,
+    pods: PodIndex<Tracking>,
     recorder: Recorder,
     config: JobControllerConfig,
     backoff: Mutex<HashMap<String, BackoffRecord>>,
     expectations: Mutex<HashMap<String, Expectations>>,
     /// `setConditionReason` of each podFailurePolicy rule, per Job uid (the policy is immutable).
     reasons: Mutex<HashMap<String, Vec<Option<String>>>>,
-}
-
-fn controller_uid(p: &Pod) -> Option<&str> {
-    p.metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true) && o.kind == "Job")
-        .map(|o| o.uid.as_str())
+    /// Per Job uid, pods it adopted or released (pod uid → the resourceVersion of that write)
+    /// that the cache does not show yet: its next sync waits for them.
+    claims: Mutex<HashMap<String, HashMap<String, u64>>>,
 }
 
 fn rv_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
@@ -108,7 +116,14 @@ impl Ctx {
         e.deletes.retain(|u| {
             pods.iter().any(|p| p.metadata.uid.as_deref() == Some(u) && p.metadata.deletion_timestamp.is_none())
         });
+        e.finalizer_removals
+            .retain(|u| pods.iter().any(|p| p.metadata.uid.as_deref() == Some(u) && sync::has_finalizer(p)));
         e.creates.is_empty() && e.deletes.is_empty()
+    }
+
+    /// The finalizer removals the cache does not show yet (as of the last [`Ctx::caught_up`]).
+    fn expected_finalizer_removals(&self, uid: &str) -> HashSet<String> {
+        Self::lock(&self.expectations).get(uid).map(|e| e.finalizer_removals.clone()).unwrap_or_default()
     }
 
     fn expect(&self, uid: &str) -> std::sync::MutexGuard<'_, HashMap<String, Expectations>> {
@@ -145,8 +160,13 @@ impl Ctx {
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let uid = job.uid().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
-    let pods: Vec<Arc<Pod>> = ctx.pods.of(&uid);
+    let pods: Vec<Arc<Pod>> = claim::controlled_by(ctx.pods.of(&uid), &uid);
     if !ctx.caught_up(&job, &pods) {
+        return Ok(Action::requeue(ctx.config.cache_wait));
+    }
+    // Adoptions and releases first (upstream's getPodsForJob); the sync then reads the pods as
+    // the cache shows them after those writes.
+    if ctx.claim_pods(&job, &pods).await? {
         return Ok(Action::requeue(ctx.config.cache_wait));
     }
     let reasons = ctx.condition_reasons(&job).await?;
@@ -158,6 +178,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
         now: jiff::Timestamp::now(),
         backoff,
         config: &ctx.config.sync,
+        expected_finalizer_removals: ctx.expected_finalizer_removals(&uid),
     });
     // Pod creations and deletions first (upstream's manageJob), so the status counts real pods;
     // pods that must not count as failed lose their finalizer before they are deleted.
@@ -223,14 +244,32 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     } else {
         Ctx::lock(&ctx.backoff).insert(uid.clone(), plan.backoff.clone());
     }
-    let removals = futures::stream::iter(plan.remove_finalizers.iter().cloned().map(|name| {
+    // Expected before the patches go out: the next sync may run before the cache shows them.
+    let removing: Vec<(String, String)> =
+        plan.remove_finalizers.iter().filter_map(|n| Some((n.clone(), by_name.get(n.as_str())?.uid()?))).collect();
+    ctx.expect(&uid)
+        .get_mut(&uid)
+        .expect("just inserted")
+        .finalizer_removals
+        .extend(removing.iter().map(|(_, u)| u.clone()));
+    let removals = futures::stream::iter(removing.into_iter().map(|(name, pod_uid)| {
         let api = pod_api.clone();
-        async move { remove_finalizer(&api, &name).await }
+        async move { (pod_uid, remove_finalizer(&api, &name).await) }
     }))
     .buffer_unordered(64)
     .collect::<Vec<_>>()
     .await;
-    removals.into_iter().collect::<Result<Vec<()>, Error>>()?;
+    let mut first_error = None;
+    for (pod_uid, r) in removals {
+        if let Err(e) = r {
+            // No update will show this removal: the pod counts as tracked again.
+            ctx.expect(&uid).get_mut(&uid).expect("just inserted").finalizer_removals.remove(&pod_uid);
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
     // Events only after the status they report was written.
     for e in &plan.events {
         let ev = KubeEvent {
@@ -259,14 +298,32 @@ async fn remove_finalizer(pods: &Api<Pod>, name: &str) -> Result<(), Error> {
     }
 }
 
-pub fn error_policy(_job: Arc<Job>, err: &Error, _ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(_job: Arc<Job>, err: &Error, ctx: Arc<Ctx>) -> Action {
     tracing::debug!(error = %err, "job sync failed; retrying");
-    Action::requeue(Duration::from_millis(200))
+    Action::requeue(ctx.config.error_retry)
 }
 
-/// The pods a Job controller follows (upstream's informer: those with the controller-uid label).
+/// The pods a Job controller follows: those a Job controls, and those nothing controls (upstream
+/// watches every pod; pods of other controllers can be neither adopted nor released).
 pub fn job_pod(p: &Pod) -> bool {
-    controller_uid(p).is_some()
+    claim::index_key(p).is_some()
+}
+
+/// The Jobs a pod event concerns: its controlling Job, or for a pod nothing controls, the Jobs of
+/// its namespace whose selector matches it (upstream's `getPodJobs`: they may adopt it).
+fn jobs_of_pod(jobs: &Store<Job>, p: &Pod) -> Vec<ObjectRef<Job>> {
+    let ns = p.namespace();
+    match claim::controller_of(p) {
+        Some(o) if o.kind == "Job" => vec![ObjectRef::new(&o.name).within(ns.as_deref().unwrap_or_default())],
+        Some(_) => vec![],
+        None => jobs
+            .state()
+            .iter()
+            .filter(|j| j.namespace() == ns)
+            .filter(|j| claim::job_selector(j).is_some_and(|s| claim::claim(j, &s, p) == Claim::Adopt))
+            .map(|j| ObjectRef::from_obj(j.as_ref()))
+            .collect(),
+    }
 }
 
 /// Whether a pod update can change what the Job controller decides: everything counts but the
@@ -324,7 +381,7 @@ fn matters_to_job(before: &Pod, now: &Pod) -> bool {
 /// Runs the Job controller until the stream of reconciles ends; its pods come from `pods`.
 pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) {
     let jobs: Api<Job> = Api::all(client.clone());
-    let index = PodIndex::passing_updates_that(controller_uid, matters_to_job);
+    let index = PodIndex::passing_updates_that(claim::index_key, matters_to_job);
     let pod_events = index.follow(pods.subscribe(job_pod));
     let ctx = Arc::new(Ctx {
         client: client.clone(),
@@ -334,11 +391,14 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
         backoff: Mutex::default(),
         expectations: Mutex::default(),
         reasons: Mutex::default(),
+        claims: Mutex::default(),
     });
-    let controller = Controller::new(jobs, watcher::Config::default())
-        .owns_shared_stream(pod_events)
-        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+    let controller = Controller::new(jobs, watcher::Config::default());
     let job_store = controller.store();
+    let store = job_store.clone();
+    let controller = controller
+        .watches_shared_stream(pod_events, move |p: Arc<Pod>| jobs_of_pod(&store, &p))
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let sweeper = tokio::spawn(release_orphans(client.clone(), index, job_store, config.orphan_sweep));
     controller
         .run(reconcile, error_policy, ctx)
@@ -351,9 +411,11 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
     sweeper.abort();
 }
 
-/// Pods that keep the tracking finalizer though no Job controls them any more lose it
-/// (upstream's orphan handling), so they can be deleted.
-async fn release_orphans(client: Client, pods: PodIndex, jobs: Store<Job>, every: Duration) {
+/// Pods that keep the tracking finalizer though no existing Job controls them lose it
+/// (upstream's `syncOrphanPod`, fed there by pod events and `deleteJob`'s `cleanupPodFinalizers`):
+/// pods of deleted Jobs (also deleted with `propagationPolicy: Orphan`), released pods, pods with
+/// only a non-controller reference. Jobs that exist remove their own pods' finalizers.
+async fn release_orphans(client: Client, pods: PodIndex<Tracking>, jobs: Store<Job>, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
@@ -361,24 +423,95 @@ async fn release_orphans(client: Client, pods: PodIndex, jobs: Store<Job>, every
             return;
         }
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
-        // The index files pods by their controlling Job's uid.
-        let Some(pods) = pods.of_owners_not(|uid| live.contains(uid)) else { continue };
-        let orphans: Vec<Arc<Pod>> = pods
-            .into_iter()
-            .filter(|p| p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER)))
-            .collect();
+        let live = |uid: &str| live.contains(uid);
+        // Groups are checked by their tallies, not pod by pod: the sweep runs every second over
+        // thousands of pods of live Jobs.
+        let Some(pods) = pods.of_owners_where(|owner, t| t.worth_sweeping(owner, live)) else { continue };
+        let orphans: Vec<Arc<Pod>> = pods.into_iter().filter(|p| claim::orphan_finalizer_removable(p, live)).collect();
         // Concurrently: a restarted JobSet can leave thousands of them at once.
         futures::stream::iter(orphans.into_iter().map(|p| {
             let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
             async move {
-                if let Err(e) = remove_finalizer(&api, &p.name_any()).await {
-                    tracing::debug!(pod = %p.name_any(), error = %e, "releasing an orphaned pod");
+                let patch = Patch::Strategic(claim::orphan_release_patch(&p));
+                match api.patch(&p.name_any(), &PatchParams::default(), &patch).await {
+                    Ok(_) => {}
+                    // Gone, or changed since the index saw it (adopted, say): the next sweep looks again.
+                    Err(kube::Error::Api(s)) if matches!(s.code, 404 | 409) => {}
+                    Err(e) => tracing::debug!(pod = %p.name_any(), error = %e, "releasing an orphaned pod"),
                 }
             }
         }))
         .buffer_unordered(64)
         .collect::<Vec<()>>()
         .await;
+    }
+}
+
+impl Ctx {
+    /// Upstream's `getPodsForJob` → `ClaimPods`: adopts the orphans of the Job's namespace that
+    /// its selector matches and releases the pods it controls that the selector no longer
+    /// matches. Returns whether it wrote anything, or still waits for the cache to show such
+    /// writes: the sync then waits, so that it never counts a pod on a stale view of who owns it.
+    async fn claim_pods(&self, job: &Job, owned: &[Arc<Pod>]) -> Result<bool, Error> {
+        let uid = job.uid().unwrap_or_default();
+        if !self.claims_seen(&uid) {
+            return Ok(true);
+        }
+        let Some(selector) = claim::job_selector(job).filter(|_| claim::claims_pods(job)) else { return Ok(false) };
+        let ns = job.namespace().unwrap_or_default();
+        let orphans = claim::orphans_in(self.pods.of(&ns), &ns);
+        let (mut adopt, mut release) = (vec![], vec![]);
+        for p in owned.iter().chain(orphans.iter()) {
+            match claim::claim(job, &selector, p) {
+                Claim::Adopt => adopt.push(p),
+                Claim::Release => release.push(p),
+                Claim::Keep | Claim::Ignore => {}
+            }
+        }
+        if adopt.is_empty() && release.is_empty() {
+            return Ok(false);
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+        if let Some(first) = adopt.first() {
+            // Upstream's canAdoptFunc: one uncached read of the Job before the first adoption.
+            let jobs: Api<Job> = Api::namespaced(self.client.clone(), &ns);
+            let reason = match jobs.get(&job.name_any()).await {
+                Ok(fresh) => claim::can_adopt(job, &fresh).err(),
+                Err(e) => Some(format!("can't recheck DeletionTimestamp: {e}")),
+            };
+            if let Some(reason) = reason {
+                let pod = format!("{ns}/{} ({})", first.name_any(), first.uid().unwrap_or_default());
+                return Err(Error::Adopt { pod, reason });
+            }
+        }
+        let patches = adopt
+            .iter()
+            .map(|p| (p, claim::adopt_patch(job, p), false))
+            .chain(release.iter().map(|p| (p, claim::release_patch(&uid, p), true)));
+        for (p, patch, releasing) in patches {
+            match api.patch(&p.name_any(), &PatchParams::default(), &Patch::Strategic(patch)).await {
+                Ok(written) => {
+                    let mut all = Self::lock(&self.claims);
+                    all.entry(uid.clone()).or_default().insert(p.uid().unwrap_or_default(), rv_of(&written.metadata));
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || (releasing && s.code == 422) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Whether the cache shows every adoption and release of the Job (each pod at the version
+    /// the write returned, or gone).
+    fn claims_seen(&self, job_uid: &str) -> bool {
+        let mut all = Self::lock(&self.claims);
+        let Some(pending) = all.get_mut(job_uid) else { return true };
+        pending.retain(|pod_uid, rv| self.pods.get(pod_uid).is_some_and(|p| rv_of(&p.metadata) < *rv));
+        if pending.is_empty() {
+            all.remove(job_uid);
+            return true;
+        }
+        false
     }
 }
 

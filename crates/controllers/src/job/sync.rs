@@ -6,7 +6,7 @@
 //! succeeded is its `batch.kubernetes.io/job-tracking` finalizer removed. A pod without the
 //! finalizer is counted already, so a controller killed at any instant never counts twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -38,6 +38,10 @@ pub struct SyncInput<'a> {
     pub now: Timestamp,
     pub backoff: BackoffRecord,
     pub config: &'a SyncConfig,
+    /// UIDs of pods whose tracking finalizer this controller removed but the cache still shows
+    /// (upstream's `expectedRmFinalizers`): they are not counted anew, so a pod the Job deleted is
+    /// never counted as newly failed by a sync on a stale cache.
+    pub expected_finalizer_removals: HashSet<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +79,8 @@ pub struct PodDelete {
     pub remove_finalizer_first: bool,
 }
 
-fn has_finalizer(p: &Pod) -> bool {
+/// Whether the pod carries the `batch.kubernetes.io/job-tracking` finalizer.
+pub(crate) fn has_finalizer(p: &Pod) -> bool {
     p.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == TRACKING_FINALIZER))
 }
 
@@ -203,6 +208,40 @@ fn is_failed(spec: &Spec<'_>, p: &Pod) -> bool {
     phase(p) == "Failed" || (!spec.only_replace_failed && deleting(p) && phase(p) != "Succeeded")
 }
 
+/// Upstream's `getPodsWithDelayedDeletionPerIndex` (backoffLimitPerIndex): for each index with
+/// no active pod that has neither succeeded nor failed, the failed pod that keeps its finalizer,
+/// uncounted, until the index's replacement exists, so that the replacement's failure count
+/// counts it even if someone deletes it meanwhile. Of several, the one with the highest failure
+/// count (ignored ones included), the latest finished on a tie.
+fn pods_with_delayed_deletion<'p>(
+    spec: &Spec<'_>,
+    tracked: impl Fn(&Pod) -> bool,
+    pods: &[&'p Pod],
+    active: &[&Pod],
+    succeeded: &Intervals,
+    failed: &Intervals,
+) -> BTreeMap<i32, &'p Pod> {
+    let active: BTreeSet<i32> = active.iter().filter_map(|p| indexes::pod_index(p)).collect();
+    let absolute = |p: &Pod| {
+        let (counted, ignored) = indexes::index_failure_counts(p);
+        i64::from(counted) + i64::from(ignored)
+    };
+    let mut delayed: BTreeMap<i32, &Pod> = BTreeMap::new();
+    for p in pods.iter().copied().filter(|p| tracked(p) && is_failed(spec, p)) {
+        let Some(i) = valid_index(spec, p) else { continue };
+        if succeeded.contains(i) || failed.contains(i) || active.contains(&i) {
+            continue;
+        }
+        match delayed.get(&i) {
+            Some(last) if absolute(last) > absolute(p) || backoff::finish_time(p) < backoff::finish_time(last) => {}
+            _ => {
+                delayed.insert(i, p);
+            }
+        }
+    }
+    delayed
+}
+
 pub fn sync(input: &SyncInput<'_>) -> Plan {
     let job = input.job;
     let now = input.now;
@@ -212,12 +251,14 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
     if managed_by.is_some_and(|m| m != CONTROLLER_NAME) {
         return plan;
     }
+    // A pod is tracked while it has the finalizer and we did not remove it ourselves already.
+    let tracked = |p: &Pod| has_finalizer(p) && !input.expected_finalizer_removals.contains(uid(p));
     let old = job.status.clone().unwrap_or_default();
     let finished = condition(&old, "Complete").is_some() || condition(&old, "Failed").is_some();
     if finished || job.metadata.deletion_timestamp.is_some() {
         // Finished, or the Job itself is going: only make sure no pod keeps the tracking
         // finalizer (a deleted Job's running pods are not counted).
-        plan.remove_finalizers = input.pods.iter().filter(|p| has_finalizer(p)).map(|p| name(p).to_string()).collect();
+        plan.remove_finalizers = input.pods.iter().filter(|p| tracked(p)).map(|p| name(p).to_string()).collect();
         return plan;
     }
     let mut status = old.clone();
@@ -229,6 +270,9 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
     let (mut unc_succeeded, mut unc_failed) = (vec![], vec![]);
     let mut succeeded_counter = status.succeeded.unwrap_or(0);
     let mut failed_counter = status.failed.unwrap_or(0);
+    // Unlike upstream, an expected removal does not count here: only the cache showing the
+    // finalizer gone does, so a controller restarted on a cache that still shows it (its
+    // expectations lost) finds the pod recorded, not new.
     for u in uncounted.succeeded.unwrap_or_default() {
         match by_uid.get(u.as_str()) {
             Some(p) if has_finalizer(p) => unc_succeeded.push(u),
@@ -258,7 +302,7 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
         .pods
         .iter()
         .copied()
-        .filter(|p| has_finalizer(p) && !recorded.contains(uid(p)) && countable(p))
+        .filter(|p| tracked(p) && !recorded.contains(uid(p)) && countable(p))
         .filter(|p| phase(p) == "Succeeded" || is_failed(&spec, p))
         .collect();
     let new_failed_counted = new_finished.iter().filter(|p| phase(p) != "Succeeded" && !ignored(p)).count() as i32;
@@ -324,15 +368,12 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
     let mut failed_indexes = Intervals::default();
     if spec.indexed {
         let prev = Intervals::parse(old.completed_indexes.as_deref().unwrap_or_default(), completions);
-        let newly = input
-            .pods
-            .iter()
-            .filter(|p| has_finalizer(p) && phase(p) == "Succeeded")
-            .filter_map(|p| valid_index(&spec, p));
+        let newly =
+            input.pods.iter().filter(|p| tracked(p) && phase(p) == "Succeeded").filter_map(|p| valid_index(&spec, p));
         succeeded_indexes = prev.union(&Intervals::from_indexes(newly));
         if let Some(limit) = spec.per_index {
             let prev = Intervals::parse(old.failed_indexes.as_deref().unwrap_or_default(), completions);
-            let newly = input.pods.iter().filter(|p| has_finalizer(p) && is_failed(&spec, p)).filter_map(|p| {
+            let newly = input.pods.iter().filter(|p| tracked(p) && is_failed(&spec, p)).filter_map(|p| {
                 let i = valid_index(&spec, p)?;
                 let m = matches.get(uid(p));
                 let fail_index = m.is_some_and(|m| m.action == Some(Action::FailIndex));
@@ -365,6 +406,11 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
             finish = Some(Finish { failure: false, reason: "SuccessPolicy".into(), message: msg });
         }
     }
+    let delayed = if spec.indexed && spec.per_index.is_some() {
+        pods_with_delayed_deletion(&spec, tracked, &input.pods, &active, &succeeded_indexes, &failed_indexes)
+    } else {
+        BTreeMap::new()
+    };
     let succeeded_total = if spec.indexed {
         succeeded_indexes.total()
     } else {
@@ -390,6 +436,7 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
             succeeded_total,
             &succeeded_indexes,
             &failed_indexes,
+            &delayed,
             &mut plan,
             &mut status,
         );
@@ -414,7 +461,12 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
         plan.deletes.iter().filter(|d| !d.remove_finalizer_first).map(|d| d.name.as_str()).collect();
     let mut budget = MAX_UNCOUNTED.saturating_sub(unc_succeeded.len() + unc_failed.len());
     let mut capped = false;
-    for p in input.pods.iter().filter(|p| has_finalizer(p) && !recorded.contains(uid(p))) {
+    // Upstream's `canRemoveFinalizer`: while the Job's fate is open, an index's delayed pod keeps
+    // its finalizer and is not counted yet.
+    let delayed_now = |p: &Pod| {
+        finish.is_none() && valid_index(&spec, p).and_then(|i| delayed.get(&i)).is_some_and(|d| uid(d) == uid(p))
+    };
+    for p in input.pods.iter().filter(|p| tracked(p) && !recorded.contains(uid(p)) && !delayed_now(p)) {
         let finishing_failed = finish.as_ref().is_some_and(|f| f.failure);
         let record_failed = countable(p)
             && ((is_failed(&spec, p) && !ignored(p))
@@ -443,7 +495,10 @@ pub fn sync(input: &SyncInput<'_>) -> Plan {
     }
     // Pods recorded by an earlier sync whose finalizer removal did not happen yet.
     for u in recorded.iter() {
-        if let Some(p) = by_uid.get(u.as_str()) {
+        if let Some(p) = by_uid.get(u.as_str())
+            && tracked(p)
+            && !delayed_now(p)
+        {
             plan.remove_finalizers.push(name(p).to_string());
         }
     }
@@ -541,6 +596,7 @@ fn manage(
     succeeded: i32,
     succeeded_indexes: &Intervals,
     failed_indexes: &Intervals,
+    delayed: &BTreeMap<i32, &Pod>,
     plan: &mut Plan,
     status: &mut JobStatus,
 ) -> Managed {
@@ -589,22 +645,19 @@ fn manage(
     }
     .max(0);
 
-    // Indexed: pods that must go whatever the count (duplicates, invalid or out-of-range indexes).
+    // Indexed: pods that must go whatever the count (upstream's appendDuplicatedIndexPodsForRemoval:
+    // no index annotation, an index ≥ completions, all but the most advanced pod of an index),
+    // and those of indexes that already succeeded. Deleted uncounted.
     let mut keep: Vec<&Pod> = vec![];
     if spec.indexed {
-        let mut by_index: BTreeMap<i32, Vec<&Pod>> = BTreeMap::new();
-        for p in active {
-            match valid_index(spec, p) {
-                Some(i) if !succeeded_indexes.contains(i) => by_index.entry(i).or_default().push(p),
-                _ => delete(p, &mut m, plan),
-            }
+        let (rm, left) = super::claim::duplicated_index_pods_for_removal(active, spec.completions.unwrap_or(0));
+        for p in rm {
+            delete(p, &mut m, plan);
         }
-        for (_, mut pods) in by_index {
-            // Keep the most advanced pod of an index.
-            pods.sort_by_key(|p| std::cmp::Reverse(surplus_order(p)));
-            keep.push(pods[0]);
-            for p in &pods[1..] {
-                delete(p, &mut m, plan);
+        for p in left {
+            match valid_index(spec, p) {
+                Some(i) if !succeeded_indexes.contains(i) => keep.push(p),
+                _ => delete(p, &mut m, plan),
             }
         }
     } else {
@@ -658,11 +711,8 @@ fn manage(
         if succeeded_indexes.contains(i) || failed_indexes.contains(i) || held.contains(&i) {
             continue;
         }
-        let last_failed = input
-            .pods
-            .iter()
-            .filter(|p| valid_index(spec, p) == Some(i) && is_failed(spec, p))
-            .max_by_key(|p| backoff::finish_time(p));
+        // The pod being replaced (upstream's `podBeingReplaced`): its counts and back-off carry over.
+        let last_failed = delayed.get(&i).copied();
         let mut counts = (0, 0);
         if let Some(p) = last_failed {
             if spec.per_index.is_some() {
@@ -827,6 +877,15 @@ mod tests {
             self.0["metadata"].as_object_mut().unwrap().remove("finalizers");
             self
         }
+        /// The `job-index-failure-count` annotation (after `index`).
+        fn failures(mut self, n: i32) -> Self {
+            self.0["metadata"]["annotations"][indexes::INDEX_FAILURE_COUNT] = json!(n.to_string());
+            self
+        }
+        fn deleting(mut self) -> Self {
+            self.0["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:30Z");
+            self
+        }
         fn condition(mut self, t: &str) -> Self {
             self.0["status"]["conditions"] = json!([{"type": t, "status": "True"}]);
             self
@@ -841,6 +900,11 @@ mod tests {
     }
 
     fn run_with(job: &Job, pods: &[Pod], reasons: Vec<Option<String>>) -> Plan {
+        run_expecting(job, pods, reasons, &[])
+    }
+
+    /// A sync whose cache still shows the finalizers of `removed` (uids) that we removed.
+    fn run_expecting(job: &Job, pods: &[Pod], reasons: Vec<Option<String>>, removed: &[&str]) -> Plan {
         let config = SyncConfig::default();
         sync(&SyncInput {
             job,
@@ -849,6 +913,7 @@ mod tests {
             now: "2026-01-01T00:01:00Z".parse().unwrap(),
             backoff: BackoffRecord::default(),
             config: &config,
+            expected_finalizer_removals: removed.iter().map(|u| u.to_string()).collect(),
         })
     }
 
@@ -1031,9 +1096,209 @@ mod tests {
     }
 
     #[test]
+    fn indexed_pods_duplicating_an_index_or_without_a_valid_one_are_deleted_uncounted() {
+        let job = JobFixture::new().spec("completionMode", json!("Indexed")).build();
+        let pending = |mut p: PodFixture| {
+            p.0["spec"]["nodeName"] = Value::Null;
+            p.phase("Pending")
+        };
+        let pods = [
+            PodFixture::new("a").index(0).build(),
+            PodFixture::new("b").index(1).build(),
+            pending(PodFixture::new("dup").index(0)).build(),
+            PodFixture::new("none").build(),
+            PodFixture::new("high").index(2).build(),
+        ];
+        let plan = run(&job, &pods);
+        let mut deleted: Vec<(&str, bool)> =
+            plan.deletes.iter().map(|d| (d.name.as_str(), d.remove_finalizer_first)).collect();
+        deleted.sort();
+        assert_eq!(deleted, [("dup", true), ("high", true), ("none", true)]);
+        assert!(plan.creates.is_empty(), "a sync that deletes creates nothing");
+        let status = plan.status.unwrap();
+        assert_eq!((status.failed, status.uncounted_terminated_pods.unwrap().failed), (Some(0), None));
+        assert_eq!((status.active, status.terminating), (Some(2), Some(3)));
+    }
+
+    #[test]
     fn a_job_managed_by_another_controller_is_left_alone() {
         let job = JobFixture::new().spec("managedBy", json!("example.com/other")).build();
         let plan = run(&job, &[]);
         assert!(plan.status.is_none() && plan.creates.is_empty());
+    }
+
+    fn blpi_job(per_index: i32) -> JobFixture {
+        JobFixture::new()
+            .spec("completionMode", json!("Indexed"))
+            .spec("backoffLimit", Value::Null)
+            .spec("backoffLimitPerIndex", json!(per_index))
+    }
+
+    /// (index, `job-index-failure-count` or "") of each pod a plan creates.
+    fn created(plan: &Plan) -> Vec<(String, String)> {
+        let annotation = |p: &Pod, k: &str| p.annotations().get(k).cloned().unwrap_or_default();
+        plan.creates
+            .iter()
+            .map(|p| (annotation(p, indexes::COMPLETION_INDEX), annotation(p, indexes::INDEX_FAILURE_COUNT)))
+            .collect()
+    }
+
+    fn uncounted_failed(plan: &Plan) -> Vec<String> {
+        plan.status
+            .as_ref()
+            .and_then(|s| s.uncounted_terminated_pods.as_ref())
+            .and_then(|u| u.failed.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn with_backoff_limit_per_index_an_index_last_failed_pod_waits_uncounted_for_its_replacement() {
+        struct Case {
+            name: &'static str,
+            job: Job,
+            pods: Vec<Pod>,
+            /// (index, failure count) of the pods created.
+            creates: Vec<(&'static str, &'static str)>,
+            uncounted_failed: Vec<&'static str>,
+            /// Pods whose finalizer goes in this sync.
+            released: Vec<&'static str>,
+        }
+        let running = |name: &str, i: i32| PodFixture::new(name).index(i);
+        let failed = |name: &str, i: i32| PodFixture::new(name).index(i).exit(1);
+        let cases = [
+            Case {
+                name: "the failed pod keeps its finalizer and is not counted; its replacement counts it",
+                job: blpi_job(1).build(),
+                pods: vec![failed("a", 0).build(), running("b", 1).build()],
+                creates: vec![("0", "1")],
+                uncounted_failed: vec![],
+                released: vec![],
+            },
+            Case {
+                name: "a failed pod a user deleted still hands its count on",
+                job: blpi_job(3).build(),
+                pods: vec![failed("a", 0).failures(1).deleting().build(), running("b", 1).build()],
+                creates: vec![("0", "2")],
+                uncounted_failed: vec![],
+                released: vec![],
+            },
+            Case {
+                name: "once the replacement exists the failed pod is counted and released",
+                job: blpi_job(1).build(),
+                pods: vec![failed("a", 0).build(), running("c", 0).failures(1).build(), running("b", 1).build()],
+                creates: vec![],
+                uncounted_failed: vec!["uid-a"],
+                released: vec!["a"],
+            },
+            Case {
+                name: "of two failed pods of an index the one with the higher count is kept for the replacement",
+                job: blpi_job(3).build(),
+                pods: vec![failed("a", 0).build(), failed("a2", 0).failures(1).build(), running("b", 1).build()],
+                creates: vec![("0", "2")],
+                uncounted_failed: vec!["uid-a"],
+                released: vec!["a"],
+            },
+            Case {
+                name: "an index past its limit is failed, not delayed",
+                job: blpi_job(0).build(),
+                pods: vec![failed("a", 0).build(), running("b", 1).build()],
+                creates: vec![],
+                uncounted_failed: vec!["uid-a"],
+                released: vec!["a"],
+            },
+            Case {
+                name: "a Job whose failure is decided releases and counts the delayed pod",
+                job: blpi_job(1)
+                    .status("conditions", json!([{"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": "m"}]))
+                    .build(),
+                pods: vec![failed("a", 0).build()],
+                creates: vec![],
+                uncounted_failed: vec!["uid-a"],
+                released: vec!["a"],
+            },
+            Case {
+                name: "without backoffLimitPerIndex a failed pod is counted and released at once",
+                job: JobFixture::new().spec("completionMode", json!("Indexed")).spec("backoffLimit", json!(6)).build(),
+                pods: vec![failed("a", 0).build(), running("b", 1).build()],
+                creates: vec![("0", "")],
+                uncounted_failed: vec!["uid-a"],
+                released: vec!["a"],
+            },
+        ];
+        for c in cases {
+            let plan = run(&c.job, &c.pods);
+            let want: Vec<(String, String)> = c.creates.iter().map(|(i, n)| (i.to_string(), n.to_string())).collect();
+            assert_eq!(created(&plan), want, "{}: creations", c.name);
+            assert_eq!(uncounted_failed(&plan), c.uncounted_failed, "{}: uncounted", c.name);
+            assert_eq!(plan.remove_finalizers, c.released, "{}: finalizers removed", c.name);
+            assert_eq!(plan.status.as_ref().and_then(|s| s.failed), Some(0), "{}: failed", c.name);
+        }
+    }
+
+    #[test]
+    fn pods_whose_finalizer_we_removed_are_not_counted_again_on_a_stale_cache() {
+        // Each Job decided its fate and deleted pod x (uid-x) in the previous sync; the cache
+        // still shows x with the finalizer that sync removed.
+        let success = JobFixture::new()
+            .spec("completionMode", json!("Indexed"))
+            .status("completedIndexes", json!("0"))
+            .status("succeeded", json!(1))
+            .status(
+                "conditions",
+                json!([{"type": "SuccessCriteriaMet", "status": "True", "reason": "SuccessPolicy", "message": "m"}]),
+            )
+            .build();
+        let success_pods = [
+            PodFixture::new("s").index(0).exit(0).no_finalizer().build(),
+            PodFixture::new("x").index(1).deleting().build(),
+        ];
+        let max_failed = blpi_job(0)
+            .spec("completions", json!(3))
+            .spec("maxFailedIndexes", json!(1))
+            .status("failed", json!(2))
+            .status("failedIndexes", json!("0,1"))
+            .status("uncountedTerminatedPods", json!({"failed": ["uid-x"]}))
+            .status("conditions", json!([{"type": "FailureTarget", "status": "True", "reason": "MaxFailedIndexesExceeded", "message": "m"}]))
+            .build();
+        let max_failed_pods = [PodFixture::new("x").index(2).exit(143).deleting().build()];
+        // (case, job, pods, cache shows our removal?, failed, uncounted failed, failedIndexes)
+        type Want = (i32, Vec<&'static str>, Option<&'static str>);
+        let cases: [(&str, &Job, &[Pod], bool, Want); 4] = [
+            ("success policy met, removal expected", &success, &success_pods, true, (0, vec![], None)),
+            (
+                "success policy met, finalizer not removed by us",
+                &success,
+                &success_pods,
+                false,
+                (0, vec!["uid-x"], None),
+            ),
+            // Recorded already: it stays in uncountedTerminatedPods until the cache shows the
+            // finalizer gone, but its index is not counted as failed.
+            (
+                "max failed indexes, removal expected",
+                &max_failed,
+                &max_failed_pods,
+                true,
+                (2, vec!["uid-x"], Some("0,1")),
+            ),
+            (
+                "max failed indexes, finalizer not removed by us",
+                &max_failed,
+                &max_failed_pods,
+                false,
+                (2, vec!["uid-x"], Some("0-2")),
+            ),
+        ];
+        for (name, job, pods, expected, (failed, uncounted, failed_indexes)) in cases {
+            let removed: &[&str] = if expected { &["uid-x"] } else { &[] };
+            let plan = run_expecting(job, pods, vec![], removed);
+            let status = plan.status.clone().unwrap();
+            assert_eq!(status.failed, Some(failed), "{name}: failed");
+            assert_eq!(uncounted_failed(&plan), uncounted, "{name}: uncounted");
+            assert_eq!(status.failed_indexes.as_deref(), failed_indexes, "{name}: failedIndexes");
+            if expected {
+                assert!(!plan.remove_finalizers.contains(&"x".to_string()), "{name}: no second removal");
+            }
+        }
     }
 }
