@@ -3,11 +3,14 @@
 # `jobset agent` (the in-place restart agent) are its subcommands. Not built on the development
 # machine (no registry access there); README "Run on a cluster" says how to build and load it.
 #
-#   docker build -t jobset-rs:0.1.0 .
+#   docker build -t jobset-rs:0.1.0 --build-arg JOBSET_GIT_COMMIT=$(git rev-parse --short HEAD) .
 #   docker build --target in-place-restart-agent -t <registry>/in-place-restart-agent:0.1.0 .
 
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
+# What `jobset version` names as the commit: the context has no .git (.dockerignore), so the
+# build cannot ask git; unset, it says "unknown".
+ARG JOBSET_GIT_COMMIT
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

@@ -227,11 +227,17 @@ fn images() -> BTreeMap<String, Vec<String>> {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn interrupted() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+/// Resolves on Ctrl-C or SIGTERM. The handlers are installed by this call, not when the future
+/// is first polled: call it before announcing readiness, so that a signal sent right after the
+/// announcement stops the process cleanly instead of killing it.
+pub fn interrupted() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! `jobset`: the single binary. `jobset up` runs the embedded control plane; `jobset run`
 //! applies manifests and waits for their Jobs; `get`, `describe`, `logs`, `delete`, `events`,
-//! `apply` work against any API server, as kubectl does.
+//! `apply` work against any API server, as kubectl does. Log lines go to stderr (`logging`);
+//! `completion` and `version` print what clap and the build know.
 //!
 //! Exit codes: 0 success; 1 failure (a Job failed, an error from the server); 2 `run --timeout`
 //! expired; 3 usage or input errors (bad flags, bad YAML, objects the server rejects in `run`).
@@ -8,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 // The control plane allocates and frees small JSON values at a high rate from many threads; glibc's
 // allocator spent ~40% of a 5,000-pod restart's CPU in malloc and free (docs/benchmarks.md).
@@ -27,6 +28,7 @@ mod events;
 mod exec;
 mod get;
 mod kinds;
+mod logging;
 mod logs;
 mod manifest;
 mod manifests;
@@ -34,6 +36,10 @@ mod node;
 mod progress;
 mod run;
 mod up;
+
+/// `0.1.0 (commit abc1234)`: what `jobset version` and `jobset --version` print after the name;
+/// the commit is build.rs's ("unknown" when built outside a git checkout).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("JOBSET_GIT_COMMIT"), ")");
 
 /// Exit code for usage and input errors.
 pub const USAGE: i32 = 3;
@@ -60,8 +66,12 @@ impl std::fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 #[derive(Parser)]
-#[command(name = "jobset", version, about = "Fault-tolerant JobSet orchestration, on a cluster or on one machine")]
+#[command(name = "jobset", version = VERSION, about = "Fault-tolerant JobSet orchestration, on a cluster or on one machine")]
 struct Cli {
+    /// Log lines on stderr: `text` (coloured only on a terminal, never with NO_COLOR) or `json`
+    /// (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -107,6 +117,13 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Print a shell completion script to stdout, e.g. `source <(jobset completion bash)`.
+    Completion {
+        /// The shell the script is for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the version and the git commit it was built from.
+    Version,
 }
 
 fn main() {
@@ -129,6 +146,8 @@ fn main() {
             | Command::Events(_)
             | Command::Apply(_)
             | Command::Delete(_)
+            | Command::Completion { .. }
+            | Command::Version
     ) {
         // SAFETY: no other thread exists yet, and SIG_DFL installs no handler code.
         let _ = unsafe {
@@ -145,12 +164,7 @@ fn main() {
         Command::Manager(_) => "info,kube_client::client::builder=off",
         _ => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("JOBSET_LOG").unwrap_or_else(|_| default_filter.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(cli.log_format, default_filter);
     let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => {
             let result = rt.block_on(dispatch(cli.command));
@@ -194,6 +208,14 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Agent(args) => agent::run(args).await,
         Command::Manager(args) => ok(jobset_manager::run(args).await),
         Command::Manifests { what } => ok(manifests::run(what)),
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "jobset", &mut std::io::stdout());
+            Ok(0)
+        }
+        Command::Version => {
+            println!("jobset {VERSION}");
+            Ok(0)
+        }
     }
 }
 

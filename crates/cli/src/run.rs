@@ -199,11 +199,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
     let code = submit_and_wait(&client_args, remote, &docs, args.timeout).await?;
     if let Some((e, dir)) = embedded {
         if args.keep {
+            let interrupted = cluster::interrupted();
             println!("the cluster keeps running: Ctrl-C to stop it");
             println!("export KUBECONFIG={}", e.kubeconfig.display());
             println!("then e.g.: jobset get jobs,  jobset get pods,  jobset logs job/NAME");
             std::io::stdout().flush().ok();
-            cluster::interrupted().await;
+            interrupted.await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), e.shutdown()).await;
         drop(dir);

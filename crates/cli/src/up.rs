@@ -96,12 +96,13 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         external: args.external_controllers.clone(),
     };
     let embedded = cluster::start_with(&opts, appwrapper).await?;
+    let interrupted = cluster::interrupted();
     // Scripts wait for this line: the server accepts connections from here on.
     println!("jobset API server listening on {}", embedded.url);
     println!("export KUBECONFIG={}", embedded.kubeconfig.display());
     use std::io::Write;
     std::io::stdout().flush().ok();
-    cluster::interrupted().await;
+    interrupted.await;
     embedded.shutdown().await?;
     tracing::info!("shut down");
     Ok(())
