@@ -12,25 +12,13 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+mod common;
+use common::{has_condition, job, wait_job};
+
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 async fn cluster(nodes: usize) -> LocalCluster {
     LocalCluster::start(ApiServer::in_memory(), LocalConfig::fast(nodes)).await
-}
-
-/// A Job whose pods carry simulation annotations.
-fn job(name: &str, spec: Value, sim: Value) -> Job {
-    let mut v = json!({"metadata": {"name": name}, "spec": spec});
-    v["spec"]["template"] = json!({"metadata": {"annotations": sim},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}});
-    serde_json::from_value(v).unwrap()
-}
-
-fn has_condition(j: &Job, type_: &str) -> bool {
-    j.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
 fn condition(j: &Job, type_: &str) -> (String, String) {
@@ -41,23 +29,6 @@ fn condition(j: &Job, type_: &str) -> (String, String) {
         .and_then(|c| c.iter().find(|c| c.type_ == type_))
         .unwrap();
     (c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default())
-}
-
-/// Waits (through a watch, bounded) until the Job satisfies `pred`.
-async fn wait_job(api: &Api<Job>, name: &str, what: &str, pred: impl Fn(&Job) -> bool) -> Job {
-    let mut s = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
-        .applied_objects()
-        .boxed();
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some(Ok(j)) = s.next().await {
-            if pred(&j) {
-                return j;
-            }
-        }
-        panic!("watch ended")
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for job {name}: {what}"))
 }
 
 async fn finished(api: &Api<Job>, name: &str) -> Job {

@@ -14,23 +14,17 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::{Value, json};
+
+mod common;
+use common::{has_condition, job, wait_job};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
 
 async fn cluster(config: LocalConfig) -> LocalCluster {
     LocalCluster::start(ApiServer::in_memory(), config).await
-}
-
-/// A Job whose pods carry simulation annotations (`spec` is merged over the defaults).
-fn job(name: &str, spec: Value, sim: Value) -> Job {
-    let mut v = json!({"metadata": {"name": name}, "spec": spec});
-    let labels = v["spec"]["template"]["metadata"]["labels"].clone();
-    v["spec"]["template"] = json!({"metadata": {"annotations": sim, "labels": labels},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}});
-    serde_json::from_value(v).unwrap()
 }
 
 /// A pod created by hand (no owner unless `meta` gives one).
@@ -54,30 +48,6 @@ fn has_finalizer(p: &Pod) -> bool {
 
 fn controller_uid(p: &Pod) -> Option<&str> {
     p.owner_references().iter().find(|o| o.controller == Some(true)).map(|o| o.uid.as_str())
-}
-
-fn has_condition(j: &Job, type_: &str) -> bool {
-    j.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
-}
-
-/// Waits (through a watch, bounded) until the Job satisfies `pred`.
-async fn wait_job(api: &Api<Job>, name: &str, what: &str, pred: impl Fn(&Job) -> bool) -> Job {
-    let mut s = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
-        .applied_objects()
-        .boxed();
-    tokio::time::timeout(TIMEOUT, async {
-        while let Some(Ok(j)) = s.next().await {
-            if pred(&j) {
-                return j;
-            }
-        }
-        panic!("watch ended")
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out waiting for job {name}: {what}"))
 }
 
 /// Waits (through a watch of the pods `labels` selects, bounded) until the pods as they stand

@@ -20,6 +20,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 
+mod common;
+use common::has_condition;
+
 const TIMEOUT: Duration = Duration::from_secs(30);
 const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
 const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
@@ -41,13 +44,6 @@ fn indexed_job(name: &str, spec: Value) -> Job {
         v["spec"][k] = val.clone();
     }
     serde_json::from_value(v).unwrap()
-}
-
-fn has_condition(j: &Job, type_: &str) -> bool {
-    j.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
 }
 
 fn st(j: &Job) -> JobStatus {

@@ -9,10 +9,12 @@ use std::time::Duration;
 use futures::StreamExt;
 use jobset_api::jobset::JobSet;
 use jobset_api::jobset::keys::JOBSET_NAME;
+use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -207,4 +209,39 @@ pub fn in_place_history(versions: &[JobSet]) -> Vec<(Option<i32>, Option<i32>)> 
     let mut out: Vec<(Option<i32>, Option<i32>)> = versions.iter().map(in_place_attempts).collect();
     out.dedup();
     out
+}
+
+/// A Job whose pods carry simulation annotations (`spec` is merged over the defaults; the
+/// template's labels, if `spec` gives any, are kept).
+pub fn job(name: &str, spec: Value, sim: Value) -> Job {
+    let mut v = json!({"metadata": {"name": name}, "spec": spec});
+    let labels = v["spec"]["template"]["metadata"]["labels"].clone();
+    v["spec"]["template"] = json!({"metadata": {"annotations": sim, "labels": labels},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}});
+    serde_json::from_value(v).unwrap()
+}
+
+/// Whether the Job has condition `type_` True.
+pub fn has_condition(j: &Job, type_: &str) -> bool {
+    j.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+/// Waits (through a watch, bounded) until the Job satisfies `pred`.
+pub async fn wait_job(api: &Api<Job>, name: &str, what: &str, pred: impl Fn(&Job) -> bool) -> Job {
+    let mut s = watcher(api.clone(), watcher::Config::default().fields(&format!("metadata.name={name}")))
+        .applied_objects()
+        .boxed();
+    tokio::time::timeout(TIMEOUT, async {
+        while let Some(Ok(j)) = s.next().await {
+            if pred(&j) {
+                return j;
+            }
+        }
+        panic!("watch ended")
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for job {name}: {what}"))
 }
