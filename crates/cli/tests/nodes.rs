@@ -1,7 +1,8 @@
-//! Failure injection end to end: `jobset up --nodes 3` runs the controllers and simulated nodes,
-//! and `jobset node fail|recover|drain|taint` (a separate process, through KUBECONFIG) disrupts
-//! them. Pods of a lost, drained or NoExecute-tainted node get `DisruptionTarget`, so a Job whose
-//! pod failure policy ignores that condition replaces them without counting a failure.
+//! Failure injection end to end: `jobset up --nodes 3 --runtime simulated` runs the controllers
+//! and simulated nodes, and `jobset node fail|recover|drain|taint` (a separate process, through
+//! KUBECONFIG) disrupts them. Pods of a lost, drained or NoExecute-tainted node get
+//! `DisruptionTarget`, so a Job whose pod failure policy ignores that condition replaces them
+//! without counting a failure.
 //!
 //! Each test starts its own server (`--port 0`, a temporary data dir) with fast timings, and waits
 //! for states through watches with timeouts.
@@ -45,6 +46,8 @@ async fn start() -> Server {
         &[
             "--nodes",
             &nodes,
+            "--runtime",
+            "simulated",
             "--heartbeat-interval",
             "50ms",
             "--node-grace-period",

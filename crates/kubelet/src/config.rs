@@ -37,6 +37,10 @@ pub struct NodeConfig {
     /// Missing `cpu`, `memory` and `pods` take [`DEFAULT_CAPACITY`]. Numbers are accepted for quantities.
     #[serde(default, deserialize_with = "quantities")]
     pub capacity: BTreeMap<String, String>,
+    /// What the scheduler may place on the node (`status.allocatable`): missing resources equal
+    /// the effective capacity.
+    #[serde(default, deserialize_with = "quantities", skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
     /// Taints set when the node is registered: `{key, value, effect}` or `KEY[=VALUE]:EFFECT`.
     #[serde(default, deserialize_with = "taints")]
     pub taints: Vec<Taint>,
@@ -75,6 +79,7 @@ impl NodeConfig {
             name: name.into(),
             labels: BTreeMap::new(),
             capacity: BTreeMap::new(),
+            allocatable: BTreeMap::new(),
             taints: Vec::new(),
             rules: Vec::new(),
         }
@@ -107,6 +112,13 @@ impl NodeConfig {
             c.entry((*k).to_string()).or_insert_with(|| (*v).to_string());
         }
         c
+    }
+
+    /// The allocatable resources: the declared ones, the rest as [`NodeConfig::effective_capacity`].
+    pub fn effective_allocatable(&self) -> BTreeMap<String, String> {
+        let mut a = self.effective_capacity();
+        a.extend(self.allocatable.clone());
+        a
     }
 }
 
@@ -230,6 +242,16 @@ mod tests {
         let n = NodeConfig::uniform(3, "node");
         assert_eq!(n.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["node-0", "node-1", "node-2"]);
         assert_eq!(n[0].effective_capacity()["pods"], "110");
+    }
+
+    #[test]
+    fn allocatable_is_the_capacity_unless_declared() {
+        let nodes =
+            NodeConfig::parse_list("- name: a\n  capacity: {cpu: 4}\n  allocatable: {memory: 1Gi}\n- name: b\n")
+                .unwrap();
+        let a = nodes[0].effective_allocatable();
+        assert_eq!((a["cpu"].as_str(), a["memory"].as_str(), a["pods"].as_str()), ("4", "1Gi", "110"));
+        assert_eq!(nodes[1].effective_allocatable(), nodes[1].effective_capacity());
     }
 
     #[test]

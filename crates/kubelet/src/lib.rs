@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod hosts;
+pub mod machine;
 pub mod node;
 pub mod pod;
 pub mod probe;

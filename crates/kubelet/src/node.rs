@@ -64,11 +64,10 @@ pub fn node_conditions(since: &BTreeMap<String, Time>, now: Timestamp) -> Vec<No
 }
 
 fn node_status(node: &NodeConfig, node_ip: &str, now: Timestamp) -> NodeStatus {
-    let capacity: BTreeMap<String, Quantity> =
-        node.effective_capacity().into_iter().map(|(k, v)| (k, Quantity(v))).collect();
+    let quantities = |q: BTreeMap<String, String>| q.into_iter().map(|(k, v)| (k, Quantity(v))).collect();
     NodeStatus {
-        capacity: Some(capacity.clone()),
-        allocatable: Some(capacity),
+        capacity: Some(quantities(node.effective_capacity())),
+        allocatable: Some(quantities(node.effective_allocatable())),
         conditions: Some(node_conditions(&BTreeMap::new(), now)),
         addresses: Some(vec![
             NodeAddress { type_: "InternalIP".into(), address: node_ip.into() },
