@@ -28,6 +28,8 @@ mod events;
 mod exec;
 mod get;
 mod kinds;
+mod kubeconfig;
+mod lifecycle;
 mod logging;
 mod logs;
 mod manifest;
@@ -80,6 +82,12 @@ struct Cli {
 enum Command {
     /// Run the embedded Kubernetes-compatible API server (HTTPS on loopback, bearer token).
     Up(up::UpArgs),
+    /// List the local clusters (data directories under ~/.local/share/jobset): endpoint, pid,
+    /// health.
+    Status(lifecycle::StatusArgs),
+    /// Stop a local cluster (SIGTERM, pods terminated gracefully) and remove its kubeconfig
+    /// context; its data stays for the next `jobset up`.
+    Down(lifecycle::DownArgs),
     /// Failure injection on local nodes.
     Node {
         #[command(subcommand)]
@@ -195,6 +203,8 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
     let ok = |r: anyhow::Result<()>| r.map(|()| 0);
     match command {
         Command::Up(args) => ok(up::run(args).await),
+        Command::Status(args) => ok(lifecycle::status(args).await),
+        Command::Down(args) => ok(lifecycle::down(args).await),
         Command::Node { what } => ok(node::run(what).await),
         Command::Bench { what } => ok(bench::run(what).await),
         Command::Run(args) => run::run(args).await,

@@ -32,6 +32,9 @@ pub fn command(dir: &Path, port: u16, extra_args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_jobset"));
     cmd.args(["up", "--port", &port.to_string(), "--data-dir"])
         .arg(dir)
+        // A standalone kubeconfig: the user's ~/.kube/config is left alone.
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
         .args(extra_args)
         .env("JOBSET_LOG", "warn")
         .env_remove("JOBSET_DATA_DIR")
