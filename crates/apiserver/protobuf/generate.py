@@ -21,7 +21,7 @@ import re
 import subprocess
 import sys
 
-GROUPS = ["core/v1", "batch/v1", "apps/v1", "rbac/v1", "coordination/v1", "events/v1", "admissionregistration/v1", "policy/v1"]
+GROUPS = ["core/v1", "batch/v1", "apps/v1", "rbac/v1", "coordination/v1", "events/v1", "admissionregistration/v1", "policy/v1", "scheduling/v1"]
 META = ["pkg/apis/meta/v1"]
 
 include, version = sys.argv[1], sys.argv[2]

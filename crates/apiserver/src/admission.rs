@@ -36,9 +36,16 @@ pub trait AdmissionHook: Send + Sync {
     }
     /// Admission of a new object that reads the cluster and may change or refuse it, as a
     /// kube-apiserver admission plugin (or a webhook's plain denial): `Err(why)` is answered
-    /// 403 Forbidden, `<resource> "<name>" is forbidden: <why>`. Runs after the defaults and the
-    /// admission webhooks, before validation.
+    /// 403 Forbidden, `<resource> "<name>" is forbidden: <why>`.
+    /// Runs after the defaults, before the admission webhooks (kube-apiserver's mutating
+    /// admission plugins run before `MutatingAdmissionWebhook`) and validation.
     fn admit_create(&self, _obj: &mut Value, _lookup: &dyn Lookup) -> Result<(), String> {
+        Ok(())
+    }
+    /// Validating admission that reads the cluster and may refuse a create or an update (`old`),
+    /// as a kube-apiserver validating admission plugin: `Err(why)` is answered 403 Forbidden,
+    /// `<resource> "<name>" is forbidden: <why>`. Runs after validation.
+    fn validate_admission(&self, _obj: &Value, _old: Option<&Value>, _lookup: &dyn Lookup) -> Result<(), String> {
         Ok(())
     }
     /// Warnings about an admitted object, as an admission webhook's `warnings`: the request
@@ -104,6 +111,17 @@ impl Admission {
     /// Runs every hook's [`AdmissionHook::admit_create`] until one refuses.
     pub fn admit_create(&self, def: &ResourceDef, obj: &mut Value, lookup: &dyn Lookup) -> Result<(), String> {
         self.for_def(def).iter().try_for_each(|h| h.admit_create(obj, lookup))
+    }
+
+    /// Runs every hook's [`AdmissionHook::validate_admission`] until one refuses.
+    pub fn validate_admission(
+        &self,
+        def: &ResourceDef,
+        obj: &Value,
+        old: Option<&Value>,
+        lookup: &dyn Lookup,
+    ) -> Result<(), String> {
+        self.for_def(def).iter().try_for_each(|h| h.validate_admission(obj, old, lookup))
     }
 
     pub fn validate(&self, def: &ResourceDef, obj: &Value, old: Option<&Value>, lookup: &dyn Lookup) -> Vec<Cause> {

@@ -877,6 +877,11 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
             }
             match name {
                 Some(name) => {
+                    // kube-apiserver's PriorityClass storage refuses this (a collection's deletion
+                    // does not ask).
+                    if let Some(why) = crate::priority::refuse_delete_of(&def, &name) {
+                        return Err(ApiError::forbidden(&def, &name, why));
+                    }
                     let d = write(&server, |txn| ops::delete(txn, &sdef, &nsv, &name, &opts)).await?;
                     Ok(object_response(StatusCode::OK, &def, &d.obj, &acc, &q))
                 }

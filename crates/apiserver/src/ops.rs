@@ -375,10 +375,11 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
         }
     }
     ctx.admission.apply_defaults(def, &mut body, None, ctx.requester());
+    // The built-in admission plugins (Priority) run before the webhooks, as kube-apiserver orders them.
+    ctx.admission.admit_create(def, &mut body, &*txn).map_err(|why| ApiError::forbidden(def, &name, why))?;
     ctx.admit_webhooks(def, &mut body, None)?;
     // A later webhook pass puts in the first pass's object, with the name generated then.
     let name = meta_str(&body, "name").unwrap_or_default().to_string();
-    ctx.admission.admit_create(def, &mut body, &*txn).map_err(|why| ApiError::forbidden(def, &name, why))?;
     let mut causes = validate_meta(def, &body);
     // A custom resource the schema rejects does not reach validating admission, as upstream.
     let schema_causes = crate::crd_schema::validate_write(def, &body, None, false);
@@ -389,6 +390,7 @@ pub fn create(txn: &mut Txn<'_>, ctx: &Ctx<'_>, def: &Arc<ResourceDef>, ns: &str
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, &name, causes));
     }
+    ctx.admission.validate_admission(def, &body, None, &*txn).map_err(|why| ApiError::forbidden(def, &name, why))?;
     ctx.warn(ctx.admission.warnings(def, &body, None));
     // Quota admission, the last admission step, as kube-apiserver orders it.
     crate::quota::admit_create(txn, def, ns, &name, &mut body)?;
@@ -580,6 +582,9 @@ pub fn update(
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
+    ctx.admission
+        .validate_admission(def, &new, Some(&old), &*txn)
+        .map_err(|why| ApiError::forbidden(def, name, why))?;
     ctx.warn(ctx.admission.warnings(def, &new, Some(&old)));
     if new == old {
         return Ok(cur);

@@ -13,6 +13,7 @@ use jobset_controllers::appwrapper::autopilot::inject_anti_affinities;
 use jobset_controllers::scheduler::{SchedulerConfig, run};
 use jobset_controllers::shared_pods::SharedPods;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, wait::await_condition, watcher};
 use kube::{Client, ResourceExt};
@@ -537,7 +538,7 @@ const RACK: &str = "example.com/rack";
 /// make it; the API server's built-in exclusive placement (upstream's pod webhooks) gives a
 /// leader its affinity terms and a follower its leader's rack, and refuses a follower before its
 /// leader is bound.
-fn exclusive_pod(job: usize, index: usize, priority: i32) -> Pod {
+fn exclusive_pod(job: usize, index: usize, class: Option<&str>) -> Pod {
     use jobset_api::jobset::keys::{EXCLUSIVE_TOPOLOGY, JOB_INDEX, JOB_KEY, JOBSET_NAME, REPLICATED_JOB_NAME};
     let labels =
         json!({JOBSET_NAME: "js", REPLICATED_JOB_NAME: "w", JOB_INDEX: job.to_string(), JOB_KEY: format!("key-{job}")});
@@ -548,7 +549,7 @@ fn exclusive_pod(job: usize, index: usize, priority: i32) -> Pod {
         "metadata": {"generateName": format!("js-w-{job}-{index}-"), "labels": labels, "annotations": annotations,
             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": format!("js-w-{job}"),
                 "uid": format!("uid-{job}"), "controller": true}]},
-        "spec": {"priority": priority,
+        "spec": {"priorityClassName": class,
             "containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]},
     }))
     .unwrap()
@@ -582,6 +583,37 @@ async fn create_all(api: &Api<Pod>, pods: Vec<Pod>) {
         .await;
 }
 
+/// Creates PriorityClass `name` of `value`.
+async fn priority_class(client: &Client, name: &str, value: i32) {
+    let pc = serde_json::from_value(json!({"metadata": {"name": name}, "value": value})).unwrap();
+    Api::<PriorityClass>::all(client.clone()).create(&PostParams::default(), &pc).await.unwrap();
+}
+
+/// kube-scheduler's PrioritySort: when room appears on a full node, the pending pod of a higher
+/// PriorityClass binds first, ahead of lower-priority pods that have waited longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_priority_pod_binds_before_earlier_low_priority_pending_pods() {
+    let c = Cluster::started().await;
+    priority_class(&c.client, "low", 10).await;
+    priority_class(&c.client, "high", 1000).await;
+    c.node("n1", json!({"status": {"allocatable": {"pods": "1"}}})).await;
+    c.pod("running", json!({})).await;
+    assert_eq!(c.bound("running").await, "n1");
+    for name in ["low-1", "low-2"] {
+        c.pod(name, json!({"spec": {"priorityClassName": "low"}})).await;
+        c.unschedulable(name, "1 Too many pods").await;
+    }
+    c.pod("urgent", json!({"spec": {"priorityClassName": "high"}})).await;
+    c.unschedulable("urgent", "1 Too many pods").await;
+    // The running pod finishes: its place goes to the high-priority pod.
+    let done = Patch::Merge(json!({"status": {"phase": "Succeeded"}}));
+    c.pods().patch_status("running", &PatchParams::default(), &done).await.unwrap();
+    assert_eq!(c.bound("urgent").await, "n1");
+    for name in ["low-1", "low-2"] {
+        assert_eq!(node_of(&c.pods().get(name).await.unwrap()), None, "{name} was bound");
+    }
+}
+
 /// JobSet exclusive placement as upstream's pod webhooks shape it: the leaders (completion index
 /// 0) first, each keeping every other Job of its priority out of its rack, then the followers,
 /// pinned to their leader's rack. Each job ends in one rack of its own.
@@ -593,11 +625,11 @@ async fn exclusive(jobs: usize, pods_per_job: usize, racks: usize, nodes_per_rac
         }
     }
     let api = c.pods();
-    create_all(&api, (0..jobs).map(|j| exclusive_pod(j, 0, 0)).collect()).await;
+    create_all(&api, (0..jobs).map(|j| exclusive_pod(j, 0, None)).collect()).await;
     let start = Instant::now();
     c.start();
     bound_pods(&api, jobs).await;
-    let followers = (0..jobs).flat_map(|j| (1..pods_per_job).map(move |i| exclusive_pod(j, i, 0))).collect();
+    let followers = (0..jobs).flat_map(|j| (1..pods_per_job).map(move |i| exclusive_pod(j, i, None))).collect();
     create_all(&api, followers).await;
     let bound = bound_pods(&api, jobs * pods_per_job).await;
     let took = start.elapsed();
@@ -621,11 +653,12 @@ async fn exclusive_placement_keeps_out_only_jobs_of_the_same_priority() {
     c.node("r000-n0", json!({"metadata": {"labels": {RACK: "r000"}}})).await;
     let api = c.pods();
     c.start();
-    let first = api.create(&PostParams::default(), &exclusive_pod(0, 0, 0)).await.unwrap();
+    priority_class(&c.client, "higher", 10).await;
+    let first = api.create(&PostParams::default(), &exclusive_pod(0, 0, None)).await.unwrap();
     c.bound(&first.name_any()).await;
-    let same = api.create(&PostParams::default(), &exclusive_pod(1, 0, 0)).await.unwrap();
+    let same = api.create(&PostParams::default(), &exclusive_pod(1, 0, None)).await.unwrap();
     c.unschedulable(&same.name_any(), "didn't match pod anti-affinity rules").await;
-    let higher = api.create(&PostParams::default(), &exclusive_pod(2, 0, 10)).await.unwrap();
+    let higher = api.create(&PostParams::default(), &exclusive_pod(2, 0, Some("higher"))).await.unwrap();
     assert_eq!(c.bound(&higher.name_any()).await, "r000-n0");
 }
 
