@@ -936,7 +936,12 @@ fn normalize(v: Option<&Value>) -> Option<Value> {
 // ---------------------------------------------------------------------------------------------
 
 /// metav1 `ValidateLabelSelector`.
-fn validate_label_selector(selector: &Value, allow_invalid_values: bool, path: &str, errs: &mut Vec<FieldError>) {
+pub(crate) fn validate_label_selector(
+    selector: &Value,
+    allow_invalid_values: bool,
+    path: &str,
+    errs: &mut Vec<FieldError>,
+) {
     if let Some(labels) = get(selector, "matchLabels").and_then(Value::as_object) {
         validate_labels(labels, &format!("{path}.matchLabels"), errs);
     }

@@ -1,6 +1,7 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
 //! (the logic lives in `jobset_api::job`), Pod validation (`jobset_api::pod`), the Priority
-//! plugin's default and upstream JobSet's exclusive-placement pod webhooks
+//! plugin for pods and PriorityClasses (`crate::priority`) and upstream JobSet's
+//! exclusive-placement pod webhooks
 //! (`jobset_api::jobset::exclusive`), JobSet
 //! defaulting and validation (upstream's webhooks; the logic lives in `jobset_api::jobset`;
 //! the CRD's schema and CEL rules are enforced before, by `crate::crd_schema`), with a warning
@@ -49,32 +50,6 @@ impl AdmissionHook for PodValidation {
     }
     fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         causes(jobset_api::pod::validate_pod(obj, old))
-    }
-}
-
-/// The Priority admission plugin's default (`plugin/pkg/admission/priority`): a new pod without
-/// `spec.priority` gets 0, the priority without a default PriorityClass; an update keeps the
-/// stored one. PriorityClasses are not served, so a `priorityClassName` resolves to 0 as well,
-/// and a priority the pod sets is kept (the plugin would refuse one its class does not give).
-struct PodPriority;
-
-impl AdmissionHook for PodPriority {
-    // The stored priority stays when the spec does not change.
-    fn sees_metadata_patches(&self) -> bool {
-        false
-    }
-    fn default(&self, obj: &mut Value, old: Option<&Value>) {
-        let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else { return };
-        if spec.get("priority").is_some_and(|p| !p.is_null()) {
-            return;
-        }
-        let priority = match old {
-            None => Some(Value::from(0)),
-            Some(old) => old.pointer("/spec/priority").filter(|p| !p.is_null()).cloned(),
-        };
-        if let Some(p) = priority {
-            spec.insert("priority".into(), p);
-        }
     }
 }
 
@@ -185,7 +160,10 @@ pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admissi
     let mut a = Admission::default();
     a.register("batch", "Job", Arc::new(JobAdmission));
     a.register("", "Pod", Arc::new(PodValidation));
-    a.register("", "Pod", Arc::new(PodPriority));
+    // The Priority plugin runs before the exclusive-placement step below (upstream's pod webhook
+    // reads `spec.priority`), as kube-apiserver runs it before the admission webhooks.
+    a.register("", "Pod", Arc::new(crate::priority::PodPriority));
+    a.register(crate::priority::GROUP, "PriorityClass", Arc::new(crate::priority::PriorityClassAdmission));
     let (group, kind) = (jobset_api::jobset::keys::GROUP, jobset_api::jobset::keys::KIND);
     if builtin(group, kind) {
         a.register(group, kind, Arc::new(JobSetAdmission { features: Default::default() }));
@@ -196,6 +174,7 @@ pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admissi
     if builtin(group, kind) {
         a.register(group, kind, Arc::new(AppWrapperAdmission));
     }
+    a.register(jobset_api::pdb::GROUP, jobset_api::pdb::KIND, Arc::new(crate::pdb::PdbAdmission));
     for kind in crate::rbac::KINDS {
         a.register(crate::rbac::GROUP, kind, Arc::new(crate::rbac::RbacAdmission { kind }));
     }
@@ -241,24 +220,6 @@ mod tests {
             create("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets", jobset).await,
             create("workload.codeflare.dev", "v1beta2", "AppWrapper", "appwrappers", appwrapper).await,
         ]
-    }
-
-    #[test]
-    fn pods_get_priority_0_on_create_and_keep_the_stored_one_on_update() {
-        use crate::admission::AdmissionHook;
-        let pod = |priority: Option<i64>| match priority {
-            Some(p) => json!({"spec": {"priority": p}}),
-            None => json!({"spec": {}}),
-        };
-        // (the request's priority, the stored pod's, the priority admitted)
-        let cases =
-            [(None, None, Some(0)), (Some(7), None, Some(7)), (None, Some(Some(3)), Some(3)), (None, Some(None), None)];
-        for (asked, stored, want) in cases {
-            let mut obj = pod(asked);
-            let old = stored.map(pod);
-            super::PodPriority.default(&mut obj, old.as_ref());
-            assert_eq!(obj["spec"].get("priority").and_then(|p| p.as_i64()), want, "{asked:?} over {stored:?}");
-        }
     }
 
     /// A custom kind, `(group, kind)`.

@@ -16,8 +16,10 @@ pub mod logs;
 pub mod names;
 pub mod object;
 pub mod ops;
+pub mod pdb;
 pub mod persist;
 pub mod pods;
+pub mod priority;
 pub mod protobuf;
 pub mod quota;
 pub mod rbac;
@@ -94,6 +96,17 @@ impl ApiServer {
             }
             Ok(())
         })?;
+        // kube-apiserver's start-up hook: the system PriorityClasses, when absent.
+        let pc_def = reg.get(priority::GROUP, "v1", priority::PLURAL).expect("built in");
+        for pc in priority::system_priority_classes() {
+            let name = pc.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+            self.store.write(|txn| {
+                if txn.get(&Txn::key(&pc_def, "", &name)).is_none() {
+                    ops::create(txn, &ctx, &pc_def, "", pc)?;
+                }
+                Ok(())
+            })?;
+        }
         for crd in crds {
             let name = crd.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
             self.store.write(|txn| {

@@ -62,7 +62,10 @@ pub fn bind(txn: &mut Txn<'_>, def: &Arc<ResourceDef>, ns: &str, name: &str, bin
     Ok(())
 }
 
-/// Marks the pod with `DisruptionTarget` (as the eviction API does) and deletes it.
+/// Evicts a pod as kube-apiserver's eviction subresource: a pod that is terminal, pending or
+/// being deleted goes at once; any other spends a disruption of the PodDisruptionBudget that
+/// covers it (refused while none is left, `crate::pdb::check`) in the same transaction. The pod is
+/// then marked with `DisruptionTarget` and deleted.
 pub fn evict(
     txn: &mut Txn<'_>,
     ctx: &Ctx<'_>,
@@ -74,6 +77,17 @@ pub fn evict(
     let key = Txn::key(def, ns, name);
     let pod = txn.get(&key).ok_or_else(|| ApiError::not_found(def, name))?;
     let mut v = pod.value();
+    if !pod.deleting && !crate::pdb::can_ignore_pdb(&v) {
+        let budgets: Vec<Value> = txn.objects_in(crate::pdb::STORAGE_KEY, ns).iter().map(|b| b.value()).collect();
+        if let crate::pdb::Budget::Spend { name: budget, status } = crate::pdb::check(&v, &budgets, &now_rfc3339())? {
+            let pdb_def = txn.registry.by_storage_key(crate::pdb::STORAGE_KEY).expect("built in");
+            let cur =
+                txn.get(&Txn::key(&pdb_def, ns, &budget)).ok_or_else(|| ApiError::not_found(&pdb_def, &budget))?;
+            let mut updated = cur.value();
+            updated["status"] = status;
+            ops::update(txn, ctx, &pdb_def, ns, &budget, updated, Target::Status, Some(cur), None)?;
+        }
+    }
     let terminal = matches!(v.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
     if !terminal && !pod.deleting {
         set_condition(&mut v, "DisruptionTarget", "True", "EvictionByEvictionAPI", "Eviction API: evicting");

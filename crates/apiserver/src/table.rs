@@ -22,7 +22,7 @@ pub enum Columns {
     /// A built-in printer, by kind (`"Pod"`, `"Job"`, `"Node"`, `"Namespace"`, `"Event"`,
     /// `"Service"`, `"ConfigMap"`, `"Secret"`, `"Lease"`, `"ServiceAccount"`,
     /// `"PersistentVolumeClaim"`, `"ResourceQuota"`, `"CustomResourceDefinition"`, `"RoleBinding"`,
-    /// `"ClusterRoleBinding"`). An unknown kind (Role and ClusterRole among them, as upstream has
+    /// `"ClusterRoleBinding"`, `"PriorityClass"`, `"PodDisruptionBudget"`). An unknown kind (Role and ClusterRole among them, as upstream has
     /// no printer for them) renders like [`Columns::Default`].
     BuiltIn(&'static str),
     /// A custom resource's `additionalPrinterColumns` (the `Name` column is added in front).
@@ -71,6 +71,8 @@ const BUILT_IN_KINDS: &[&str] = &[
     "CustomResourceDefinition",
     "RoleBinding",
     "ClusterRoleBinding",
+    "PriorityClass",
+    "PodDisruptionBudget",
 ];
 
 impl Columns {
@@ -527,6 +529,38 @@ fn builtin_definitions(kind: &str) -> Option<Vec<Def>> {
                 "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
             ),
         ],
+        "PodDisruptionBudget" => vec![
+            NAME,
+            ("Min Available", s, "", 0, "The minimum number of pods that must be available."),
+            ("Max Unavailable", s, "", 0, "The maximum number of pods that may be unavailable."),
+            ("Allowed Disruptions", "integer", "", 0, "Calculated number of pods that may be disrupted at this time."),
+            AGE,
+        ],
+        "PriorityClass" => vec![
+            NAME,
+            (
+                "Value",
+                "integer",
+                "",
+                0,
+                "value represents the integer value of this priority class. This is the actual priority that pods receive when they have the name of this class in their pod spec.",
+            ),
+            (
+                "Global-Default",
+                "boolean",
+                "",
+                0,
+                "globalDefault specifies whether this PriorityClass should be considered as the default priority for pods that do not have any priority class. Only one PriorityClass can be marked as `globalDefault`. However, if more than one PriorityClasses exists with their `globalDefault` field set to true, the smallest value of such global default PriorityClasses will be used as the default priority.",
+            ),
+            AGE,
+            (
+                "PreemptionPolicy",
+                s,
+                "",
+                0,
+                "preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.",
+            ),
+        ],
         "RoleBinding" => binding_definitions(
             "roleRef can reference a Role in the current namespace or a ClusterRole in the global namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.",
             ["Users in the roleBinding", "Groups in the roleBinding", "ServiceAccounts in the roleBinding"],
@@ -705,8 +739,38 @@ fn builtin_row(kind: &str, obj: &Value, now: Timestamp) -> Row {
         "PersistentVolumeClaim" => (pvc_row(obj, now), None),
         "ResourceQuota" => (resource_quota_row(obj, now), None),
         "RoleBinding" | "ClusterRoleBinding" => (binding_row(obj, now), None),
+        // `printPriorityClass`.
+        "PriorityClass" => (
+            vec![
+                name(obj).into(),
+                int(obj, &["value"]).unwrap_or(0).into(),
+                flag(obj, "globalDefault").into(),
+                age(obj, now).into(),
+                text(obj, &["preemptionPolicy"]).into(),
+            ],
+            None,
+        ),
+        "PodDisruptionBudget" => (pdb_row(obj, now), None),
         _ => (vec![name(obj).into(), created_at(ts(obj, &["metadata", "creationTimestamp"])).into()], None),
     }
+}
+
+/// `printPodDisruptionBudget`: each budget as written (`N/A` when unset), and the disruptions
+/// the status allows.
+fn pdb_row(pdb: &Value, now: Timestamp) -> Vec<Value> {
+    let budget = |f: &str| match pdb.pointer(&format!("/spec/{f}")) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "N/A".to_string(),
+    };
+    let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+    vec![
+        name(pdb).into(),
+        budget("minAvailable").into(),
+        budget("maxUnavailable").into(),
+        allowed.into(),
+        age(pdb, now).into(),
+    ]
 }
 
 fn pod_row(pod: &Value, now: Timestamp) -> Row {
@@ -2358,6 +2422,25 @@ mod tests {
         }
         let role = json!({"metadata": {"name": "r", "creationTimestamp": "2024-01-02T03:04:05Z"}});
         assert_eq!(cells(&Columns::for_kind("Role"), role), vec![json!("r"), json!("2024-01-02T03:04:05Z")]);
+    }
+
+    #[test]
+    fn priority_classes_print_value_global_default_age_and_preemption_policy_as_kube_apiserver() {
+        assert_eq!(
+            column_names(&Columns::for_kind("PriorityClass")),
+            ["Name", "Value", "Global-Default", "Age", "PreemptionPolicy"]
+        );
+        let pc = json!({"metadata": {"name": "high", "creationTimestamp": ago(5)}, "value": 1000,
+                        "globalDefault": true, "preemptionPolicy": "Never"});
+        assert_eq!(
+            cells(&Columns::for_kind("PriorityClass"), pc),
+            vec![json!("high"), json!(1000), json!(true), json!("5s"), json!("Never")]
+        );
+        let bare = json!({"metadata": {"name": "bare", "creationTimestamp": ago(5)}});
+        assert_eq!(
+            cells(&Columns::for_kind("PriorityClass"), bare),
+            vec![json!("bare"), json!(0), json!(false), json!("5s"), json!("")]
+        );
     }
 
     #[test]

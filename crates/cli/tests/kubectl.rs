@@ -212,6 +212,9 @@ impl Cluster {
         let mut server = Command::new(env!("CARGO_BIN_EXE_jobset"))
             .args(["up", "--port", "0", "--data-dir"])
             .arg(data.path())
+            // A standalone kubeconfig: the user's ~/.kube/config is left alone.
+            .arg("--kubeconfig")
+            .arg(data.path().join("kubeconfig"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log)
@@ -714,4 +717,77 @@ spec:
             r#"configmaps "second" is forbidden: exceeded quota: objects, requested: configmaps=1, used: configmaps=1, limited: configmaps=1"#,
         ],
     );
+}
+
+#[test]
+fn priority_classes_are_listed_and_an_unknown_class_is_refused() {
+    let c = Cluster::start();
+    let class = c.manifest(
+        "class.yaml",
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata:\n  name: high\nvalue: 1000\ndescription: urgent\n",
+    );
+    let out = c.kubectl(&["apply", "-f", &class]);
+    assert_contains(&out, out.ok(), &["priorityclass.scheduling.k8s.io/high created"]);
+
+    // `pc` is the short name; the server's table has kube-apiserver's columns.
+    let out = c.kubectl(&["get", "pc"]);
+    let table = out.ok();
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"], "{}", out.describe());
+    assert_eq!(row_names(table), ["high", "system-cluster-critical", "system-node-critical"], "{}", out.describe());
+    let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
+    assert_eq!([row[1], row[2], row[4]], ["1000", "false", "PreemptLowerPriority"], "{}", out.describe());
+
+    let pod = c.manifest(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  priorityClassName: x\n  containers:\n  - name: c\n    image: busybox\n",
+    );
+    let out = c.kubectl(&["apply", "-f", &pod]);
+    assert_contains(&out, out.failed(), &[r#"pods "p" is forbidden: no PriorityClass with name x was found"#]);
+}
+
+#[test]
+fn upstreams_in_place_restart_service_account_file_applies() {
+    let c = Cluster::start();
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/in-place-restart/service-account.yaml");
+    let out = c.kubectl(&["apply", "-f", file]);
+    assert_contains(
+        &out,
+        out.ok(),
+        &[
+            "serviceaccount/jobset-in-place-restart created",
+            "role.rbac.authorization.k8s.io/jobset-in-place-restart created",
+            "rolebinding.rbac.authorization.k8s.io/jobset-in-place-restart created",
+            "validatingadmissionpolicy.admissionregistration.k8s.io/jobset-in-place-restart created",
+            "validatingadmissionpolicybinding.admissionregistration.k8s.io/jobset-in-place-restart created",
+        ],
+    );
+    let role = c.get_json("role", "jobset-in-place-restart");
+    assert_eq!(role["rules"][1]["resources"], serde_json::json!(["jobsets"]), "{role:#}");
+}
+
+#[test]
+fn pod_disruption_budgets_are_listed_with_kubectls_columns() {
+    let c = Cluster::start();
+    let pdb = c.manifest(
+        "pdb.yaml",
+        "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: workers\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels:\n      app: workers\n",
+    );
+    let out = c.kubectl(&["apply", "-f", &pdb]);
+    assert_contains(&out, out.ok(), &["poddisruptionbudget.policy/workers created"]);
+    // `kubectl create pdb` posts protobuf.
+    let out = c.kubectl(&["create", "pdb", "imperative", "--selector=app=x", "--max-unavailable=25%"]);
+    assert_contains(&out, out.ok(), &["poddisruptionbudget.policy/imperative created"]);
+    // `pdb` is the short name; the server's table has kube-apiserver's columns.
+    let out = c.kubectl(&["get", "pdb"]);
+    let table = out.ok();
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"],
+        "{}",
+        out.describe()
+    );
+    let rows: Vec<Vec<&str>> = table.lines().skip(1).map(|l| l.split_whitespace().take(4).collect()).collect();
+    assert_eq!(rows, [["imperative", "N/A", "25%", "0"], ["workers", "2", "N/A", "0"]], "{}", out.describe());
 }

@@ -2,6 +2,7 @@
 //! around pure decision functions that are unit-tested table-style.
 
 pub mod appwrapper;
+pub mod disruption;
 pub mod job;
 pub mod jobset;
 pub mod metrics;

@@ -1,5 +1,5 @@
 //! Local mode: one process runs the embedded API server, the JobSet, Job and AppWrapper
-//! controllers, the scheduler, the node lifecycle controller and one node agent per declared node. Every component talks to the
+//! controllers, the scheduler, the node lifecycle and disruption controllers and one node agent per declared node. Every component talks to the
 //! server through its own in-process `kube::Client`, exactly as it would to kube-apiserver.
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use jobset_apiserver::ApiServer;
 use jobset_controllers::appwrapper::AppWrapperControllerConfig;
 use jobset_controllers::appwrapper::Metrics as AppWrapperMetrics;
+use jobset_controllers::disruption::DisruptionConfig;
 use jobset_controllers::job::JobControllerConfig;
 use jobset_controllers::jobset::JobSetControllerConfig;
 use jobset_controllers::jobset::metrics::Metrics as JobSetMetrics;
@@ -43,6 +44,8 @@ pub struct LocalConfig {
     pub appwrapper: AppWrapperControllerConfig,
     pub scheduler: SchedulerConfig,
     pub node_lifecycle: NodeLifecycleConfig,
+    /// The disruption controller (PodDisruptionBudgets' status).
+    pub disruption: DisruptionConfig,
     /// Start the Job controller with the rest (a benchmark may run it on a thread of its own).
     pub job_controller: bool,
     /// Start the JobSet controller (off when `jobset manager` runs it in a process of its own,
@@ -67,6 +70,7 @@ impl LocalConfig {
             appwrapper: AppWrapperControllerConfig::default(),
             scheduler: SchedulerConfig::default(),
             node_lifecycle: NodeLifecycleConfig::default(),
+            disruption: DisruptionConfig::default(),
             job_controller: true,
             jobset_controller: true,
             appwrapper_controller: true,
@@ -95,6 +99,7 @@ impl LocalConfig {
         c.scheduler.retry_interval = Duration::from_millis(100);
         c.node_lifecycle.grace_period = Duration::from_millis(500);
         c.node_lifecycle.monitor_period = Duration::from_millis(100);
+        c.disruption.error_retry = Duration::from_millis(50);
         c
     }
 }
@@ -166,6 +171,11 @@ impl LocalCluster {
         tasks.push(tokio::spawn(jobset_controllers::nodelifecycle::run(
             server.client(),
             config.node_lifecycle.clone(),
+            pods.clone(),
+        )));
+        tasks.push(tokio::spawn(jobset_controllers::disruption::run(
+            server.client(),
+            config.disruption.clone(),
             pods.clone(),
         )));
         let simulation = SimulationState::new();
