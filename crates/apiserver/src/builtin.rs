@@ -1,8 +1,7 @@
 //! Admission for built-in kinds, registered on every server: Job defaulting and validation
-//! (the logic lives in `jobset_api::job`), Pod validation (`jobset_api::pod`), the Priority
-//! plugin for pods and PriorityClasses (`crate::priority`) and upstream JobSet's
-//! exclusive-placement pod webhooks
-//! (`jobset_api::jobset::exclusive`), JobSet
+//! (the logic lives in `jobset_api::job`), Secret defaulting, Pod validation
+//! (`jobset_api::pod`), the Priority plugin for pods and PriorityClasses (`crate::priority`),
+//! upstream JobSet's exclusive-placement pod webhooks (`jobset_api::jobset::exclusive`), JobSet
 //! defaulting and validation (upstream's webhooks; the logic lives in `jobset_api::jobset`;
 //! the CRD's schema and CEL rules are enforced before, by `crate::crd_schema`), with a warning
 //! for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, AppWrapper
@@ -50,6 +49,19 @@ impl AdmissionHook for PodValidation {
     }
     fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
         causes(jobset_api::pod::validate_pod(obj, old))
+    }
+}
+
+/// kube-apiserver's Secret defaulting (`SetDefaults_Secret`): no `type` is `Opaque`.
+struct SecretDefaults;
+
+impl AdmissionHook for SecretDefaults {
+    fn default(&self, obj: &mut Value, _old: Option<&Value>) {
+        if let Some(secret) = obj.as_object_mut()
+            && secret.get("type").and_then(Value::as_str).is_none_or(str::is_empty)
+        {
+            secret.insert("type".into(), Value::from("Opaque"));
+        }
     }
 }
 
@@ -159,6 +171,7 @@ pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admissi
     let builtin = |group: &str, kind: &str| !external.iter().any(|(g, k)| g == group && k == kind);
     let mut a = Admission::default();
     a.register("batch", "Job", Arc::new(JobAdmission));
+    a.register("", "Secret", Arc::new(SecretDefaults));
     a.register("", "Pod", Arc::new(PodValidation));
     // The Priority plugin runs before the exclusive-placement step below (upstream's pod webhook
     // reads `spec.priority`), as kube-apiserver runs it before the admission webhooks.
@@ -224,6 +237,28 @@ mod tests {
 
     /// A custom kind, `(group, kind)`.
     type Kind = (&'static str, &'static str);
+
+    #[tokio::test]
+    async fn a_secret_without_a_type_is_opaque_and_a_typed_one_keeps_its_type() {
+        use k8s_openapi::api::core::v1::Secret;
+        let server = ApiServer::new(Box::new(persist::Memory), Admission::default(), ServerConfig::default()).unwrap();
+        let api: Api<Secret> = Api::namespaced(server.client(), "default");
+        for (name, asked, want) in [
+            ("plain", None, "Opaque"),
+            ("empty", Some(""), "Opaque"),
+            ("tls", Some("kubernetes.io/tls"), "kubernetes.io/tls"),
+        ] {
+            let mut secret = json!({"metadata": {"name": name}});
+            if let Some(t) = asked {
+                secret["type"] = json!(t);
+            }
+            if want == "kubernetes.io/tls" {
+                secret["data"] = json!({"tls.crt": "", "tls.key": ""});
+            }
+            let created = api.create(&PostParams::default(), &serde_json::from_value(secret).unwrap()).await.unwrap();
+            assert_eq!(created.type_.as_deref(), Some(want), "{name}");
+        }
+    }
 
     #[tokio::test]
     async fn external_kinds_lose_their_built_in_admission_and_the_others_keep_it() {

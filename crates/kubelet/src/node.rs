@@ -23,6 +23,15 @@ use crate::config::{AgentConfig, NodeConfig};
 pub const KUBELET_VERSION: &str = "v1.36.0";
 /// Where node Leases live.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+/// This machine's architecture as Go names it (`GOARCH`), which a kubelet reports in the
+/// `kubernetes.io/arch` label and `nodeInfo`.
+pub const GOARCH: &str = if cfg!(target_arch = "x86_64") {
+    "amd64"
+} else if cfg!(target_arch = "aarch64") {
+    "arm64"
+} else {
+    std::env::consts::ARCH
+};
 /// The field manager of the agent's writes.
 pub const FIELD_MANAGER: &str = "jobset-kubelet";
 
@@ -31,9 +40,9 @@ pub fn node_labels(node: &NodeConfig) -> BTreeMap<String, String> {
     let mut labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", node.name.as_str()),
         ("kubernetes.io/os", "linux"),
-        ("kubernetes.io/arch", "amd64"),
+        ("kubernetes.io/arch", GOARCH),
         ("beta.kubernetes.io/os", "linux"),
-        ("beta.kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/arch", GOARCH),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -75,7 +84,7 @@ fn node_status(node: &NodeConfig, node_ip: &str, now: Timestamp) -> NodeStatus {
         ]),
         daemon_endpoints: Some(NodeDaemonEndpoints { kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }) }),
         node_info: Some(NodeSystemInfo {
-            architecture: "amd64".into(),
+            architecture: GOARCH.into(),
             boot_id: format!("sim-{}", node.name),
             container_runtime_version: format!("sim://{}", env!("CARGO_PKG_VERSION")),
             kernel_version: "simulated".into(),
