@@ -1,6 +1,7 @@
 //! `jobset node`: failure injection on local nodes (fail, recover, drain, taint, label).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
@@ -18,8 +19,17 @@ pub enum NodeCommand {
     Fail { name: String },
     /// The node heartbeats again.
     Recover { name: String },
-    /// Cordon the node and evict its pods (each gets DisruptionTarget).
-    Drain { name: String },
+    /// Cordon the node and evict its pods (each gets DisruptionTarget). An eviction a
+    /// PodDisruptionBudget refuses (429) is tried again, as kubectl drain does.
+    Drain {
+        name: String,
+        /// How long to wait before evicting again a pod a disruption budget protects.
+        #[arg(long, default_value = "5s", value_parser = crate::parse_duration)]
+        retry_interval: Duration,
+        /// Give up after this long (0: never), as kubectl drain's `--timeout`.
+        #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
+        timeout: Duration,
+    },
     /// Add a taint: KEY[=VALUE]:EFFECT with EFFECT NoSchedule, PreferNoSchedule or NoExecute.
     Taint { name: String, taint: String },
     /// Set labels (KEY=VALUE) or remove them (KEY-), as kubectl label does; e.g. Autopilot's
@@ -116,6 +126,11 @@ pub fn label_patch(
     Ok((json!({"metadata": {"labels": patch}}), verb))
 }
 
+/// A duration as Go's `time.Duration` prints it in kubectl's messages (`5s`, `100ms`).
+fn go_duration(d: Duration) -> String {
+    if d.subsec_nanos() == 0 { format!("{}s", d.as_secs()) } else { format!("{}ms", d.as_millis()) }
+}
+
 /// Parses `KEY[=VALUE]:EFFECT` as kubectl taint does.
 pub fn parse_taint(s: &str) -> anyhow::Result<Taint> {
     let (kv, effect) = s.rsplit_once(':').with_context(|| format!("taint {s:?}: expected KEY[=VALUE]:EFFECT"))?;
@@ -161,7 +176,13 @@ pub async fn run(cmd: NodeCommand) -> anyhow::Result<()> {
                 .await?;
             println!("node/{name} recovered");
         }
-        NodeCommand::Drain { name } => {
+        NodeCommand::Drain { name, retry_interval, timeout } => {
+            let deadline = (!timeout.is_zero()).then(|| tokio::time::Instant::now() + timeout);
+            // Evictions without kube's own retry of 429s (15 growing waits, minutes in all): a
+            // budget's refusal is reported and tried again below, as kubectl drain does.
+            let mut config = kube::Config::infer().await.context("loading the kubeconfig")?;
+            config.default_retry = false;
+            let evictions = Client::try_from(config).context("building the client")?;
             nodes
                 .patch(&name, &PatchParams::default(), &Patch::Merge(json!({"spec": {"unschedulable": true}})))
                 .await?;
@@ -173,10 +194,31 @@ pub async fn run(cmd: NodeCommand) -> anyhow::Result<()> {
                 .iter()
                 .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
             {
-                let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
-                api.evict(&p.name_any(), &EvictParams::default())
-                    .await
-                    .with_context(|| format!("evicting pod {}", p.name_any()))?;
+                let ns = p.namespace().unwrap_or_default();
+                let api: Api<Pod> = Api::namespaced(evictions.clone(), &ns);
+                loop {
+                    match api.evict(&p.name_any(), &EvictParams::default()).await {
+                        Ok(_) => break,
+                        // A disruption budget with no room: kubectl drain's message, then again.
+                        Err(kube::Error::Api(s)) if s.code == 429 => {
+                            if deadline.is_some_and(|d| tokio::time::Instant::now() + retry_interval > d) {
+                                bail!(
+                                    "drain did not complete within {timeout:?}: evicting pod {}: {}",
+                                    p.name_any(),
+                                    s.message
+                                );
+                            }
+                            eprintln!(
+                                "error when evicting pods/{:?} -n {ns:?} (will retry after {}): {}",
+                                p.name_any(),
+                                go_duration(retry_interval),
+                                s.message
+                            );
+                            tokio::time::sleep(retry_interval).await;
+                        }
+                        Err(e) => return Err(e).with_context(|| format!("evicting pod {}", p.name_any())),
+                    }
+                }
                 evicted += 1;
             }
             println!("node/{name} drained ({evicted} pods evicted)");

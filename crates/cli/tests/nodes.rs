@@ -375,6 +375,61 @@ async fn drain_cordons_and_evicts_with_disruption_target() {
     c.server.check();
 }
 
+/// A PodDisruptionBudget with no room refuses the eviction (429); the drain says so as kubectl
+/// drain does and tries again until the budget allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drain_waits_for_a_disruption_budget_as_kubectl_drain() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::{Patch, PatchParams};
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let c = cluster().await;
+    c.create_job("guarded", None).await;
+    let before = c.running("guarded", 3).await;
+    let node = before.values().next().unwrap().clone();
+    let victims = on(&before, &node);
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(c.server.client.clone(), "default");
+    let pdb = json!({"metadata": {"name": "guard"}, "spec": {"minAvailable": 3,
+        "selector": {"matchLabels": {"batch.kubernetes.io/job-name": "guarded"}}}});
+    budgets.create(&PostParams::default(), &serde_json::from_value(pdb).unwrap()).await.unwrap();
+    let observed = |b: &PodDisruptionBudget| {
+        b.status.as_ref().is_some_and(|s| s.observed_generation == b.metadata.generation && s.expected_pods == Some(3))
+    };
+    let budget = Tracker::<PodDisruptionBudget>::new(budgets.clone(), "poddisruptionbudgets", WAIT_TIMEOUT).await;
+    budget.until("the budget observed", |s| s.current.get("guard").filter(|b| observed(b)).map(|_| ())).await;
+
+    let mut drain = Command::new(env!("CARGO_BIN_EXE_jobset"))
+        .args(["node", "drain", &node, "--retry-interval", "100ms"])
+        .env("KUBECONFIG", &c.server.kubeconfig)
+        .env("JOBSET_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(drain.stderr.take().unwrap()).lines();
+    let refused = tokio::time::timeout(CALL_TIMEOUT, stderr.next_line())
+        .await
+        .expect("the drain reports the refused eviction")
+        .unwrap()
+        .unwrap_or_default();
+    let victim = victims.iter().find(|v| refused.contains(&format!("pods/{v:?}"))).expect(&refused);
+    assert_eq!(
+        refused,
+        format!(
+            "error when evicting pods/{victim:?} -n \"default\" (will retry after 100ms): Cannot evict pod as it would violate the pod's disruption budget."
+        )
+    );
+    let room = json!({"spec": {"minAvailable": 3 - victims.len() as i64}});
+    budgets.patch("guard", &PatchParams::default(), &Patch::Merge(room)).await.unwrap();
+    let out = tokio::time::timeout(CALL_TIMEOUT, drain.wait_with_output()).await.expect("the drain ends").unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.trim_end(), format!("node/{node} drained ({} pods evicted)", victims.len()));
+    c.disrupted_and_gone(&victims, "EvictionByEvictionAPI", None).await;
+    c.server.check();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn taints_evict_intolerant_pods_and_keep_new_pods_off() {
     let c = cluster().await;
