@@ -457,17 +457,23 @@ impl Txn<'_> {
         out
     }
 
-    /// The objects of one storage key in one namespace, in name order: one range of the
-    /// committed table, each as this transaction sees it (objects the transaction added are not
-    /// listed). A resource nothing was ever stored for costs one hash lookup.
+    /// The objects of `storage_key` in namespace `ns` (in name order) as this transaction sees
+    /// them: what is stored, with the transaction's own writes in place (objects it created
+    /// included, objects it removed left out). A resource nothing was ever stored for costs one
+    /// hash lookup and a pass over the transaction's own writes.
     pub fn objects_in(&self, storage_key: &str, ns: &str) -> Vec<Arc<Obj>> {
-        let Some(table) = self.state.tables.get(storage_key) else { return vec![] };
-        table
-            .objects
-            .range((ns.to_string(), String::new())..)
-            .take_while(|((n, _), _)| n == ns)
-            .filter_map(|((n, name), _)| self.get(&(storage_key.to_string(), n.clone(), name.clone())))
-            .collect()
+        let mut seen: BTreeMap<&str, &Arc<Obj>> = BTreeMap::new();
+        if let Some(table) = self.state.tables.get(storage_key) {
+            let stored = table.objects.range((ns.to_string(), String::new())..).take_while(|((n, _), _)| n == ns);
+            seen.extend(stored.map(|((_, name), o)| (name.as_str(), o)));
+        }
+        for (k, v) in self.overlay.iter().filter(|(k, _)| k.0 == storage_key && k.1 == ns) {
+            match v {
+                Some(o) => seen.insert(k.2.as_str(), o),
+                None => seen.remove(k.2.as_str()),
+            };
+        }
+        seen.into_values().cloned().collect()
     }
 
     /// Stores `value` (already validated) under a new resourceVersion and returns the stored object.
@@ -547,25 +553,7 @@ impl crate::admission::Lookup for Txn<'_> {
         selector: &crate::selector::LabelSelector,
     ) -> Vec<serde_json::Value> {
         let storage = format!("{group}/{plural}");
-        // This transaction's own writes replace what is stored; a removal leaves it out.
-        let own: BTreeMap<&str, Option<&Arc<Obj>>> = self
-            .overlay
-            .iter()
-            .filter(|(k, _)| k.0 == storage && k.1 == namespace)
-            .map(|(k, v)| (k.2.as_str(), v.as_ref()))
-            .collect();
-        let stored = self.state.tables.get(&storage).into_iter().flat_map(|t| {
-            t.objects
-                .range((namespace.to_string(), String::new())..)
-                .take_while(|((ns, _), _)| ns == namespace)
-                .filter(|((_, name), _)| !own.contains_key(name.as_str()))
-                .map(|(_, o)| o)
-        });
-        stored
-            .chain(own.values().flatten().copied())
-            .filter(|o| selector.matches(&o.labels))
-            .map(|o| o.value())
-            .collect()
+        self.objects_in(&storage, namespace).iter().filter(|o| selector.matches(&o.labels)).map(|o| o.value()).collect()
     }
 }
 
