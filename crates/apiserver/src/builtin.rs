@@ -108,14 +108,11 @@ impl AdmissionHook for ExclusivePlacement {
     }
     fn admit_create(&self, obj: &mut Value, lookup: &dyn Lookup) -> Result<(), String> {
         use futures::FutureExt;
-        use jobset_api::jobset::exclusive::{default_pod, validate_create};
         let cluster = StoreCluster(lookup);
-        let admit = async {
-            default_pod(obj, &cluster).await?;
-            validate_create(obj, &cluster).await
-        };
         // The store answers at once: the flow never waits.
-        admit.now_or_never().unwrap_or_else(|| Err("the store's lookups did not answer at once".into()))
+        jobset_api::jobset::exclusive::admit_create(obj, &cluster)
+            .now_or_never()
+            .unwrap_or_else(|| Err("the store's lookups did not answer at once".into()))
     }
 }
 

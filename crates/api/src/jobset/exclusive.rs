@@ -189,30 +189,47 @@ fn node_name(pod: &Value) -> &str {
 /// it is ([`validate_create`] refuses it); a leader's Node gone or without the topology label is
 /// an error.
 pub async fn default_pod<C: Cluster>(pod: &mut Value, cluster: &C) -> Result<(), C::Error> {
+    default_finding_leader(pod, cluster).await.map(drop)
+}
+
+/// [`default_pod`], returning the follower's leader when it found one.
+async fn default_finding_leader<C: Cluster>(pod: &mut Value, cluster: &C) -> Result<Option<Value>, C::Error> {
     if !concerned(pod) {
-        return Ok(());
+        return Ok(None);
     }
     set_priority_label(pod);
-    let Some(topology) = exclusive_topology(pod).map(str::to_string) else { return Ok(()) };
+    let Some(topology) = exclusive_topology(pod).map(str::to_string) else { return Ok(None) };
     if is_leader(pod) {
         set_exclusive_affinities(pod, &topology);
-        return Ok(());
+        return Ok(None);
     }
-    let Ok(leader) = leader_for(pod, cluster).await else { return Ok(()) };
+    let Ok(leader) = leader_for(pod, cluster).await else { return Ok(None) };
     if node_name(&leader).is_empty() {
-        return Ok(());
+        return Ok(Some(leader));
     }
     let labels = cluster.node_labels(node_name(&leader)).await?;
     let value =
         labels.get(&topology).cloned().ok_or_else(|| format!("node does not have topology label: {topology}"))?;
     let selector = child(child(pod, "spec"), "nodeSelector");
     selector.as_object_mut().expect("made an object").insert(topology, value);
-    Ok(())
+    Ok(Some(leader))
+}
+
+/// Both pod webhooks as one admission step (the embedded server's): [`default_pod`], then
+/// [`validate_create`], the follower's leader looked up once.
+pub async fn admit_create<C: Cluster>(pod: &mut Value, cluster: &C) -> Result<(), C::Error> {
+    let leader = default_finding_leader(pod, cluster).await?;
+    validate_with_leader(pod, cluster, leader).await
 }
 
 /// Upstream's `podWebhook.ValidateCreate`: a follower only once its leader is scheduled and its
 /// own node selector pins the topology domain.
 pub async fn validate_create<C: Cluster>(pod: &Value, cluster: &C) -> Result<(), C::Error> {
+    validate_with_leader(pod, cluster, None).await
+}
+
+/// [`validate_create`], with the follower's leader when already found.
+async fn validate_with_leader<C: Cluster>(pod: &Value, cluster: &C, leader: Option<Value>) -> Result<(), C::Error> {
     let Some(topology) = exclusive_topology(pod) else { return Ok(()) };
     if is_leader(pod) {
         return Ok(());
@@ -225,7 +242,10 @@ pub async fn validate_create<C: Cluster>(pod: &Value, cluster: &C) -> Result<(),
             format!("follower pod node selector for topology domain not found. missing selector: {topology}").into()
         );
     }
-    let leader = leader_for(pod, cluster).await?;
+    let leader = match leader {
+        Some(l) => l,
+        None => leader_for(pod, cluster).await?,
+    };
     if node_name(&leader).is_empty() {
         return Err(String::from(
             "leader pod not yet scheduled, not creating follower pod. this is an expected, transient error",
