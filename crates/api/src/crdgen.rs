@@ -62,8 +62,12 @@ pub fn generate() -> Result<Vec<GeneratedCrd>, String> {
     ])
 }
 
+/// The printer column jobset-rs adds to upstream's (after `Restarts`): how long the last restart
+/// took, from `status.restartHistory`.
+pub const LAST_RESTART_COLUMN: &str = "Last Restart";
+
 /// The `jobsets.jobset.x-k8s.io` CRD: names, scope, version, status subresource and printer
-/// columns as upstream's.
+/// columns as upstream's, plus [`LAST_RESTART_COLUMN`].
 pub fn jobset_crd() -> Result<Value, String> {
     use crate::jobset::keys;
     let mut schema = schema_of::<JobSet>()?;
@@ -75,6 +79,7 @@ pub fn jobset_crd() -> Result<Value, String> {
         json!([
             {"name": "TerminalState", "type": "string", "description": "Final state of JobSet", "jsonPath": ".status.terminalState"},
             {"name": "Restarts", "type": "string", "description": "Number of restarts", "jsonPath": ".status.restarts"},
+            {"name": LAST_RESTART_COLUMN, "type": "string", "description": "Duration of the last restart, failure to running (jobset-rs extension)", "jsonPath": ".status.restartHistory[-1].duration"},
             {"name": "Completed", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Completed\")].status"},
             {"name": "Suspended", "type": "string", "description": "JobSet suspended", "jsonPath": ".spec.suspend"},
             {"name": "Age", "type": "date", "description": "Time this JobSet was created", "jsonPath": ".metadata.creationTimestamp"},

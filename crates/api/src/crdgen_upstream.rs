@@ -72,6 +72,11 @@ const ALLOWED: &[Allowed] = &[
         keyword: "",
         reason: "extension status: the Jobs a FailJob rule left failed",
     },
+    Allowed {
+        path: ".status.restartHistory",
+        keyword: "",
+        reason: "extension status: the last restarts, their triggers and phase times",
+    },
 ];
 
 /// Keywords not compared: documentation, and the children walked separately.
@@ -143,11 +148,15 @@ fn schema(crd: &Value) -> &Value {
     crd.pointer("/spec/versions/0/schema/openAPIV3Schema").expect("CRD has a schema")
 }
 
-/// The CRD without its schema and controller-gen's version annotation.
+/// The CRD without its schema, controller-gen's version annotation and our additive printer
+/// column.
 fn envelope(crd: &Value) -> Value {
     let mut c = crd.clone();
     if let Some(v) = c.pointer_mut("/spec/versions/0").and_then(Value::as_object_mut) {
         v.remove("schema");
+        if let Some(Value::Array(cols)) = v.get_mut("additionalPrinterColumns") {
+            cols.retain(|col| col["name"] != crate::crdgen::LAST_RESTART_COLUMN);
+        }
     }
     if let Some(m) = c.pointer_mut("/metadata").and_then(Value::as_object_mut) {
         m.remove("annotations");

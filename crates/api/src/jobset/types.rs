@@ -4,7 +4,9 @@
 //! - failure-policy actions `RestartReplicatedJob`, `RestartReplicatedJobAndIgnoreMaxRestarts` and
 //!   `FailJob` (KEP-262 future work);
 //! - `ReplicatedJobStatus.restarts`, `.restartsCountTowardsMax` (the replicated job's own restarts)
-//!   and `.failedJobIndexes` (the Jobs a `FailJob` rule left failed).
+//!   and `.failedJobIndexes` (the Jobs a `FailJob` rule left failed);
+//! - `JobSetStatus.restartHistory`: the last restarts, their triggers and phase times
+//!   ([`RestartRecord`]).
 //!
 //! A replicated job's `template` is kept as raw JSON ([`JobTemplate`]) so that fields a typed
 //! client does not know (e.g. the local-mode `setConditionReason` of a podFailurePolicy rule)
@@ -14,7 +16,7 @@
 //! carry upstream's kubebuilder markers (CEL rules, list types, bounds, defaults, required).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -349,6 +351,119 @@ pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub current_in_place_restart_attempt: Option<i32>,
+    /// Extension: the JobSet's last restarts, oldest first (at most the controller's restart
+    /// history limit, 10 by default), each with its trigger and the time each phase ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub restart_history: Vec<RestartRecord>,
+}
+
+/// Extension: what a restart restarted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+pub enum RestartScope {
+    /// Every Job (or, in place, every pod) of the JobSet.
+    #[default]
+    JobSet,
+    /// Every Job of one replicated job (`target`).
+    ReplicatedJob,
+    /// One Job (`target`).
+    Job,
+}
+
+impl RestartScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartScope::JobSet => "JobSet",
+            RestartScope::ReplicatedJob => "ReplicatedJob",
+            RestartScope::Job => "Job",
+        }
+    }
+}
+
+impl RestartStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartStrategy::Recreate => "Recreate",
+            RestartStrategy::BlockingRecreate => "BlockingRecreate",
+            RestartStrategy::InPlaceRestart => "InPlaceRestart",
+        }
+    }
+}
+
+/// Extension: one restart, recorded by the controller in the status write that decided it (so a
+/// restarted controller can neither lose nor repeat it), its phase times filled in by the
+/// reconciles that first observe each phase's end. Times are `MicroTime`s: restarts take
+/// fractions of a second, which `Time`'s whole seconds would hide.
+///
+/// Phases: `failedAt` (the failure: the failed container's `finishedAt`, else the failed Job's
+/// `Failed` condition time; 1 s resolution, as Kubernetes keeps them) → `decidedAt` (the
+/// restart decided and written) → `stoppedAt` (Recreate: no Job of the old attempt left in the
+/// scope, so its pods are gone; in place: no pod left at the deprecated attempt, every agent has
+/// restarted its pod) → `barrierLiftedAt` (in place only: `currentInPlaceRestartAttempt` moved to
+/// the new attempt) → `runningAt` (every Job of the new attempt in the scope ready, i.e. every
+/// pod running and ready, or done).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["attempt", "strategy", "scope", "trigger", "decidedAt"]))]
+pub struct RestartRecord {
+    /// The attempt the restart began: `restarts` after a JobSet restart, the replicated job's
+    /// `restarts`, the Job's `jobRestarts` entry, or the in-place attempt after the deprecated one.
+    pub attempt: i32,
+    pub strategy: RestartStrategy,
+    pub scope: RestartScope,
+    /// The replicated job (scope `ReplicatedJob`) or Job (scope `Job`) restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub trigger: RestartTrigger,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_at: Option<MicroTime>,
+    pub decided_at: MicroTime,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<MicroTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barrier_lifted_at: Option<MicroTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_at: Option<MicroTime>,
+    /// From `failedAt` (else `decidedAt`) to `runningAt`, as a Go duration (`2.345s`), once the
+    /// restart is over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+    /// Set when the restart never finished: a later restart of the same or a wider scope, or the
+    /// end of the JobSet, cut it short.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
+}
+
+/// Extension: what set a restart off.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["reason", "action", "countsTowardsMax"]))]
+pub struct RestartTrigger {
+    /// The first failed Job (a failure-policy restart) or the Job of the first failed pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// The first failed pod, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The failed container of that pod, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The failed Job's `Failed` condition reason (`BackoffLimitExceeded`, `PodFailurePolicy`,
+    /// ...), or for an in-place restart `WorkerFailed` (a worker container of the current attempt
+    /// failed) or `PodRestartedInPlace` (an agent moved its pod past the current attempt).
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The failure-policy rule that applied, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    /// The failure-policy action taken (`RestartJobSet` for the default policy and for in-place
+    /// restarts).
+    pub action: String,
+    /// Whether the restart counts towards `maxRestarts`.
+    pub counts_towards_max: bool,
 }
 
 fn is_zero(v: &i32) -> bool {
