@@ -40,7 +40,7 @@
 //! # Networking
 //!
 //! Pods share the host's network stack. Each pod gets its own loopback address
-//! ([`Runtime::pod_ip`]: 127.1.0.1 upward), exported as `POD_IP`: **servers must bind to
+//! ([`Runtime::pod_ip`]: in 127.1.0.1-127.254.255.254, from a base spread by the process id), exported as `POD_IP`: **servers must bind to
 //! `$POD_IP`** (not 0.0.0.0, and not a fixed port on 127.0.0.1) for two pods to serve the same
 //! port, and clients reach other pods through the names in `/etc/hosts`.
 //!
@@ -457,13 +457,30 @@ fn sandbox_dir(state_dir: &Path, pod: &Pod) -> PathBuf {
 
 static NEXT_LOOPBACK: AtomicU32 = AtomicU32::new(0);
 
-/// The next pod address in 127.0.0.0/8, unique within the process: 127.1.0.1 upward, never a
-/// `.0` or `.255` last octet.
-pub fn next_loopback_ip() -> String {
-    let n = NEXT_LOOPBACK.fetch_add(1, Ordering::Relaxed);
+/// Pod addresses there are: 127.1-254.0-255.1-254.
+const LOOPBACK_ADDRESSES: u32 = 254 * 256 * 254;
+
+/// Where a process's pod addresses start: spread by its pid (Fibonacci hashing: the golden
+/// ratio of the address space, so the bases of any 500 consecutive pids lie over 25,000 apart),
+/// so that two `jobset up` on one machine (tests run several at once), or a new one beside the
+/// containers an old one left running, do not hand out the same addresses, whose ports would
+/// then be taken.
+fn loopback_base(pid: u32) -> u32 {
+    (u64::from(pid) * 10_207_481 % u64::from(LOOPBACK_ADDRESSES)) as u32
+}
+
+/// The `n`th pod address in 127.0.0.0/8: never a `.0` or `.255` last octet, nor 127.0.x.x.
+fn loopback_ip(n: u32) -> String {
+    let n = n % LOOPBACK_ADDRESSES;
     let host = n % 254 + 1;
     let net = n / 254;
     format!("127.{}.{}.{host}", 1 + (net / 256) % 254, net % 256)
+}
+
+/// The next pod address, unique within the process (upward from the process's base).
+pub fn next_loopback_ip() -> String {
+    let n = NEXT_LOOPBACK.fetch_add(1, Ordering::Relaxed);
+    loopback_ip(loopback_base(std::process::id()).wrapping_add(n))
 }
 
 /// A running container, as [`Runtime::kill`] and [`Runtime::exec`] reach it.
@@ -1339,6 +1356,21 @@ mod tests {
             let o: Vec<u8> = ip.split('.').map(|x| x.parse().unwrap()).collect();
             assert_eq!(o[0], 127, "{ip}");
             assert!(o[1] >= 1 && o[3] != 0 && o[3] != 255, "{ip}");
+        }
+        let last = loopback_ip(LOOPBACK_ADDRESSES - 1);
+        assert_eq!((last.as_str(), loopback_ip(LOOPBACK_ADDRESSES).as_str()), ("127.254.255.254", "127.1.0.1"));
+    }
+
+    #[test]
+    fn processes_with_neighbouring_pids_hand_out_different_pod_ips() {
+        // Each of 500 processes started one after another may hand out 20,000 addresses before
+        // one of them reaches another's.
+        for first in [2, 300_000, 4_193_800] {
+            let mut bases: Vec<u32> = (first..first + 500).map(loopback_base).collect();
+            bases.sort();
+            let wrap = bases[0] + LOOPBACK_ADDRESSES - bases[bases.len() - 1];
+            let gap = bases.windows(2).map(|w| w[1] - w[0]).chain([wrap]).min().unwrap();
+            assert!(gap > 20_000, "pids from {first}: two bases only {gap} apart");
         }
     }
 
