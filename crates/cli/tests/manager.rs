@@ -75,7 +75,7 @@ async fn the_manager_runs_the_restart_jobset_example_to_the_same_end_as_local_mo
     let metrics = m.scrape().await;
     for series in [
         "jobset_completed_total{jobset_name=\"restart-jobset\",namespace=\"default\"} 1",
-        "jobset_restarts_total{jobset_name=\"restart-jobset\",namespace=\"default\",action=\"RestartJobSet\"} 2",
+        "jobset_restarts_total{jobset_name=\"restart-jobset\",namespace=\"default\",action=\"RestartJobSet\",reason=\"BackoffLimitExceeded\"} 2",
         "leader_election_master_status{name=\"6d4f6a47.jobset.x-k8s.io\"} 1",
         "controller_runtime_reconcile_total{controller=\"jobset\",result=\"success\"} ",
         "process_resident_memory_bytes ",

@@ -85,6 +85,9 @@ pub struct ManagerArgs {
     /// the ConfigMap holding it), as `jobset up --appwrapper-config`.
     #[arg(long, value_name = "FILE")]
     pub appwrapper_config: Option<PathBuf>,
+    /// Extension: the restarts a JobSet's `status.restartHistory` keeps, the newest (0: none).
+    #[arg(long, value_name = "N", default_value_t = jobset_controllers::jobset::restart_history::DEFAULT_LIMIT)]
+    pub restart_history_limit: usize,
 }
 
 /// The manager's settings: the configuration file (or upstream's defaults) with the flags
@@ -359,7 +362,11 @@ pub async fn run(args: ManagerArgs) -> anyhow::Result<()> {
 
     let controllers = Controllers {
         client: client.clone(),
-        jobset: JobSetControllerConfig { features, ..JobSetControllerConfig::default() },
+        jobset: JobSetControllerConfig {
+            features,
+            restart_history_limit: args.restart_history_limit,
+            ..JobSetControllerConfig::default()
+        },
         appwrapper: serves_appwrappers.then(|| AppWrapperControllerConfig {
             appwrapper: appwrapper_config,
             ..AppWrapperControllerConfig::default()

@@ -2,10 +2,13 @@
 //! which rule applies to the failed Jobs, and what its action does to the status.
 
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{FailurePolicyAction, FailurePolicyRule, JobSet, ReplicatedJobStatus};
+use jobset_api::jobset::{
+    FailurePolicyAction, FailurePolicyRule, JobSet, ReplicatedJobStatus, RestartScope, RestartStrategy, RestartTrigger,
+};
 
 use super::children::{Child, Finished};
 use super::conditions::Cond;
+use super::restart_history::{self, TriggerPods};
 use super::update::{Metric, Update};
 
 /// A failed Job with its `Failed` condition.
@@ -123,12 +126,19 @@ fn bump_job(u: &mut Update, js: &JobSet, rjob: &str, index: i32, counted: bool) 
     Ok(())
 }
 
-/// Runs the failure policy over the failed Jobs of the current attempt (never empty).
-pub fn execute(js: &JobSet, failed: &[FailedJob], u: &mut Update) -> Result<(), String> {
+/// Runs the failure policy over the failed Jobs of the current attempt (never empty). A restart
+/// is appended to `restartHistory` (at most `history_limit` records kept); the answer names the
+/// failed Job whose pods its trigger needs.
+pub fn execute(
+    js: &JobSet,
+    failed: &[FailedJob],
+    u: &mut Update,
+    history_limit: usize,
+) -> Result<Option<TriggerPods>, String> {
     let first = earliest(failed).ok_or("failure policy run without a failed job")?;
     let Some(policy) = js.spec.failure_policy.as_ref() else {
         fail(u, REASON_FAILED_JOBS, with_job(MSG_FAILED_JOBS, first.child.name));
-        return Ok(());
+        return Ok(None);
     };
     let (rule, job) = match find_rule(&policy.rules, failed) {
         Some((r, j)) => (Some(r), j),
@@ -145,14 +155,15 @@ pub fn execute(js: &JobSet, failed: &[FailedJob], u: &mut Update) -> Result<(), 
     );
     if counted && budget_spent {
         fail(u, REASON_REACHED_MAX_RESTARTS, with_job(MSG_REACHED_MAX_RESTARTS, name));
-        return Ok(());
+        return Ok(None);
     }
     let rjob = || job.child.rjob.ok_or_else(|| format!("job {name} has no {REPLICATED_JOB_NAME} label"));
     let index = || job.child.index.ok_or_else(|| format!("job {name} has no integer {JOB_INDEX} label"));
-    match action {
+    // The restart's scope, target and the attempt it begins.
+    let restarted: Option<(RestartScope, Option<String>, i32)> = match action {
         FailurePolicyAction::FailJobSet => {
             fail(u, REASON_FAIL_JOBSET_ACTION, with_job(MSG_FAIL_JOBSET_ACTION, name));
-            return Ok(());
+            return Ok(None);
         }
         FailurePolicyAction::RestartJobSet | FailurePolicyAction::RestartJobSetAndIgnoreMaxRestarts => {
             let (msg, event) = if counted {
@@ -173,29 +184,37 @@ pub fn execute(js: &JobSet, failed: &[FailedJob], u: &mut Update) -> Result<(), 
                 .unwrap_or_else(|| REASON_DEFAULT_FAILURE_POLICY.to_string());
             u.set(Cond::new(COND_RESTARTING, true, reason, with_job(msg, name)).warning());
             u.event(true, event, with_job(msg, name));
+            Some((RestartScope::JobSet, None, u.status.restarts))
         }
         FailurePolicyAction::RestartJob | FailurePolicyAction::RestartJobAndIgnoreMaxRestarts => {
-            bump_job(u, js, rjob()?, index()?, counted)?;
+            let (rjob, index) = (rjob()?, index()?);
+            bump_job(u, js, rjob, index, counted)?;
             let (msg, event) = if counted {
                 (MSG_RESTART_JOB_ACTION, REASON_RESTART_JOB_ACTION)
             } else {
                 (MSG_RESTART_JOB_IGNORE_ACTION, REASON_RESTART_JOB_IGNORE_ACTION)
             };
             u.event(true, event, with_job(msg, name));
+            let s = rj_status(u, js, rjob)?;
+            let attempt = s.job_restarts.get(index as usize).copied().unwrap_or_default();
+            Some((RestartScope::Job, Some(name.to_string()), attempt))
         }
         FailurePolicyAction::RestartReplicatedJob | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts => {
-            let s = rj_status(u, js, rjob()?)?;
+            let rjob = rjob()?;
+            let s = rj_status(u, js, rjob)?;
             s.restarts += 1;
             if counted {
                 s.restarts_count_towards_max += 1;
             }
             s.failed_job_indexes.clear();
+            let attempt = s.restarts;
             let (msg, event) = if counted {
                 (MSG_RESTART_REPLICATED_JOB_ACTION, REASON_RESTART_REPLICATED_JOB_ACTION)
             } else {
                 (MSG_RESTART_REPLICATED_JOB_IGNORE_ACTION, REASON_RESTART_REPLICATED_JOB_IGNORE_ACTION)
             };
             u.event(true, event, with_job(msg, name));
+            Some((RestartScope::ReplicatedJob, Some(rjob.to_string()), attempt))
         }
         FailurePolicyAction::FailJob => {
             let i = index()?;
@@ -204,13 +223,32 @@ pub fn execute(js: &JobSet, failed: &[FailedJob], u: &mut Update) -> Result<(), 
                 s.failed_job_indexes.insert(at, i);
             }
             u.event(true, REASON_FAIL_JOB_ACTION, format!("{MSG_FAIL_JOB_ACTION} (failed job: {name})"));
+            None
         }
-    }
+    };
     u.mark();
-    if action != FailurePolicyAction::FailJob {
-        u.metrics.push(Metric::Restart(action.as_str()));
-    }
-    Ok(())
+    let Some((scope, target, attempt)) = restarted else { return Ok(None) };
+    let reason = job.finished.reason.to_string();
+    u.metrics.push(Metric::Restart { action: action.as_str(), reason: reason.clone() });
+    let trigger = RestartTrigger {
+        job: Some(name.to_string()),
+        reason,
+        message: Some(job.finished.message.to_string()).filter(|m| !m.is_empty()),
+        rule: rule.map(|r| r.name.clone()).filter(|n| !n.is_empty()),
+        action: action.as_str().to_string(),
+        counts_towards_max: counted,
+        ..Default::default()
+    };
+    // A failure-policy restart recreates Jobs, whatever the strategy says of in-place restarts.
+    let strategy = match js.restart_strategy() {
+        RestartStrategy::BlockingRecreate => RestartStrategy::BlockingRecreate,
+        RestartStrategy::Recreate | RestartStrategy::InPlaceRestart => RestartStrategy::Recreate,
+    };
+    // No Failed condition time: the Job's pods tell it, or nothing does.
+    let failed_at = Some(job.finished.at).filter(|t| *t != jiff::Timestamp::UNIX_EPOCH);
+    let r = restart_history::record(attempt, strategy, scope, target, trigger, failed_at, u.now);
+    restart_history::open(js, &mut u.status.restart_history, r, history_limit);
+    Ok((history_limit > 0).then(|| TriggerPods::Job(name.to_string())))
 }
 
 #[cfg(test)]
@@ -240,7 +278,7 @@ mod tests {
         let children: Vec<Child> = failed.iter().map(Child::of).collect();
         let f: Vec<FailedJob> = children.iter().filter_map(FailedJob::of).collect();
         let mut u = Update::new(status, Timestamp::from_second(1000).unwrap());
-        execute(js, &f, &mut u).unwrap();
+        execute(js, &f, &mut u, 10).unwrap();
         let conds = u
             .status
             .conditions

@@ -58,6 +58,8 @@ pub struct PodDigest {
     /// The attempt annotation of a pod that has not failed: parsed, or malformed as (pod, value).
     attempt: Option<Result<i32, (String, String)>>,
     worker_failed: bool,
+    /// The pod's `Ready` condition is True (the restart record's `runningAt`, in place).
+    ready: bool,
 }
 
 /// Counts over a JobSet's pods, kept up to date as pod events arrive (the pod index adds and
@@ -71,6 +73,8 @@ pub struct Tally {
     attempts: BTreeMap<i32, usize>,
     /// Attempt → pods at it with a failed worker.
     failed_workers: BTreeMap<i32, usize>,
+    /// Attempt → pods at it that are Ready.
+    ready: BTreeMap<i32, usize>,
     /// Pod → its malformed annotation.
     malformed: BTreeMap<String, String>,
 }
@@ -98,6 +102,7 @@ impl PodDigest {
         PodDigest {
             restart_count: restart_count(p),
             worker_failed: matches!(attempt, Some(Ok(_))) && worker_failed(p),
+            ready: pod_ready(p),
             attempt,
         }
     }
@@ -119,6 +124,9 @@ impl Tally {
                 if d.worker_failed {
                     count(&mut self.failed_workers, *a, add);
                 }
+                if d.ready {
+                    count(&mut self.ready, *a, add);
+                }
             }
             Some(Err((pod, v))) if add => {
                 self.malformed.insert(pod.clone(), v.clone());
@@ -128,6 +136,23 @@ impl Tally {
             }
             None => {}
         }
+    }
+}
+
+impl Tally {
+    /// The lowest attempt any (not Failed, well-annotated) pod is at.
+    pub fn lowest_attempt(&self) -> Option<i32> {
+        self.attempts.first_key_value().map(|(a, _)| *a)
+    }
+
+    /// Whether a pod at `attempt` shows a failed worker.
+    pub fn worker_failed_at(&self, attempt: i32) -> bool {
+        self.failed_workers.contains_key(&attempt)
+    }
+
+    /// The Ready pods at `attempt`.
+    pub fn ready_at(&self, attempt: i32) -> usize {
+        self.ready.get(&attempt).copied().unwrap_or(0)
     }
 }
 
@@ -188,6 +213,11 @@ fn phase(p: &Pod) -> Option<&str> {
     p.status.as_ref()?.phase.as_deref()
 }
 
+fn pod_ready(p: &Pod) -> bool {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 /// The highest `restartCount` of any container of the pod, init containers and sidecars included.
 fn restart_count(p: &Pod) -> i32 {
     let Some(s) = p.status.as_ref() else { return 0 };
@@ -195,7 +225,7 @@ fn restart_count(p: &Pod) -> i32 {
 }
 
 /// Σ replicas × parallelism; in-place restart needs `completions == parallelism`, both set.
-fn expected_pods(js: &JobSet) -> Result<i64, String> {
+pub fn expected_pods(js: &JobSet) -> Result<i64, String> {
     js.spec.replicated_jobs.iter().try_fold(0i64, |sum, rj| {
         match (rj.template.completions(), rj.template.parallelism()) {
             (Some(c), Some(p)) if c == p => Ok(sum + i64::from(rj.replicas) * i64::from(p)),
@@ -208,8 +238,13 @@ fn expected_pods(js: &JobSet) -> Result<i64, String> {
 }
 
 /// Whether a worker of the pod failed since the pod last restarted in place (see the module doc).
+/// A pod being deleted has not failed: its workers are being killed (e.g. by the Job controller
+/// when another pod failed its Job, which the failure policy then handles).
 fn worker_failed(p: &Pod) -> bool {
     let Some(s) = p.status.as_ref() else { return false };
+    if p.metadata.deletion_timestamp.is_some() {
+        return false;
+    }
     let restarting = s.conditions.iter().flatten().find(|c| c.type_ == ALL_CONTAINERS_RESTARTING);
     if restarting.is_some_and(|c| c.status == "True") {
         return true;
@@ -417,6 +452,21 @@ mod tests {
                 Previous(0),
             ),
             (
+                "a worker killed because its pod is being deleted",
+                current_0.clone(),
+                with_first(
+                    {
+                        let mut p = pod("js", "p0").at(0).terminated("worker", 143, 10);
+                        p.0.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                            jiff::Timestamp::from_second(10).unwrap(),
+                        ));
+                        p
+                    },
+                    0,
+                ),
+                Unchanged,
+            ),
+            (
                 "a pod of an older attempt with a terminated worker",
                 json!({"currentInPlaceRestartAttempt": 1, "previousInPlaceRestartAttempt": 0}),
                 with_first(pod("js", "p0").at(0).terminated("worker", 137, 10), 1),
@@ -470,6 +520,29 @@ mod tests {
         assert_eq!(d.malformed, [("p0", "x"), ("p1", "-1")]);
     }
 
+    /// The pod with its `Ready` condition True.
+    fn ready(mut p: PodBuilder) -> PodBuilder {
+        let c = k8s_openapi::api::core::v1::PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        };
+        p.0.status.get_or_insert_default().conditions.get_or_insert_default().push(c);
+        p
+    }
+
+    #[test]
+    fn the_tally_counts_ready_pods_and_the_lowest_attempt() {
+        let pods: Vec<Pod> = [ready(pod("js", "a").at(1)), ready(pod("js", "b").at(2)), pod("js", "c").at(2)]
+            .into_iter()
+            .map(PodBuilder::obj)
+            .collect();
+        let t = Tally::of(&pods);
+        assert_eq!((t.ready_at(1), t.ready_at(2), t.ready_at(3)), (1, 1, 0));
+        assert_eq!(t.lowest_attempt(), Some(1));
+        assert_eq!(Tally::default().lowest_attempt(), None);
+    }
+
     #[test]
     fn a_pod_removed_from_the_tally_leaves_it_as_if_it_had_never_been_counted() {
         let base: Vec<Pod> = all_at(1).into_iter().map(PodBuilder::obj).collect();
@@ -478,6 +551,7 @@ mod tests {
             pod("js", "x").annotate("x"),
             pod("js", "x").at(4).restart_count("worker", 7),
             pod("js", "x").at(2).phase("Failed"),
+            ready(pod("js", "x").at(3)),
         ];
         for extra in extras {
             let extra = PodDigest::of(&extra.obj());

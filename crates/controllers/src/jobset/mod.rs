@@ -10,6 +10,7 @@ pub mod construct;
 pub mod failure_policy;
 pub mod in_place_restart;
 pub mod metrics;
+pub mod restart_history;
 pub mod startup_policy;
 pub mod success_policy;
 pub mod sync;
@@ -53,6 +54,8 @@ pub struct JobSetControllerConfig {
     pub cache_wait: Duration,
     /// Parallel child creations and deletions (upstream: 50).
     pub parallelism: usize,
+    /// The restarts a JobSet's `status.restartHistory` keeps, the newest (0: none).
+    pub restart_history_limit: usize,
 }
 
 impl Default for JobSetControllerConfig {
@@ -63,6 +66,7 @@ impl Default for JobSetControllerConfig {
             error_backoff: Duration::from_millis(500),
             cache_wait: Duration::from_millis(20),
             parallelism: 50,
+            restart_history_limit: restart_history::DEFAULT_LIMIT,
         }
     }
 }
@@ -119,7 +123,8 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
     let ns = js.namespace().to_string();
     let jobs: Vec<Arc<Job>> = ctx.jobs.state().into_iter().filter(|j| owned_by(&j.metadata, &uid)).collect();
     // Only BlockingRecreate reads pods, and InPlaceRestart their tally: a JobSet of thousands of
-    // pods does not copy them on every reconcile.
+    // pods does not copy them on every reconcile (the reconcile that opens a restart record reads
+    // those its trigger needs, in `execute`).
     let (pods, tally) = match js.restart_strategy() {
         RestartStrategy::Recreate => (vec![], Tally::default()),
         RestartStrategy::BlockingRecreate => (ctx.pods.of(&uid), Tally::default()),
@@ -132,6 +137,7 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
         in_place: &tally,
         now: jiff::Timestamp::now(),
         features: &ctx.config.features,
+        history_limit: ctx.config.restart_history_limit,
     })
     .map_err(Error::Reconcile)?;
     execute(js, &ns, &uid, plan, ctx).await
@@ -227,8 +233,17 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
         }
     }
 
-    let update = plan.update;
+    let mut update = plan.update;
+    if let Some(need) = &plan.trigger_pods {
+        // The one reconcile that reads the failed Job's pods (or, in place, the pods of the
+        // attempts concerned), to name the failed pod and container in the record just opened.
+        let pods = ctx.pods.of(uid);
+        restart_history::complete_trigger(&mut update, need, pods.iter().map(|p| p.as_ref()));
+    }
     if update.changed {
+        let old = js.status.as_ref().map(|s| s.restart_history.as_slice()).unwrap_or_default();
+        let phases = restart_history::observations(old, &update.status.restart_history);
+        update.metrics.extend(phases.into_iter().map(Metric::RestartPhase));
         let api: Api<JobSet> = Api::namespaced(ctx.client.clone(), ns);
         let mut next = js.clone();
         next.status = Some(update.status.clone());
@@ -246,7 +261,8 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
             match m {
                 Metric::Completed => ctx.metrics.completed(ns, js.name()),
                 Metric::Failed => ctx.metrics.failed(ns, js.name()),
-                Metric::Restart(action) => ctx.metrics.restart(ns, js.name(), action),
+                Metric::Restart { action, reason } => ctx.metrics.restart(ns, js.name(), action, reason),
+                Metric::RestartPhase(o) => ctx.metrics.restart_phase(o),
             }
         }
     }

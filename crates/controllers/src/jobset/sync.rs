@@ -16,10 +16,11 @@ use super::conditions::Cond;
 use super::construct::construct_job;
 use super::failure_policy::{self, FailedJob};
 use super::in_place_restart::{self, Outcome, Tally};
+use super::restart_history::{self, TriggerPods};
 use super::startup_policy::{all_replicas_started, depends_on_satisfied, depends_on_unreachable, in_order};
 use super::success_policy;
 use super::ttl::{self, Ttl};
-use super::update::Update;
+use super::update::{Metric, Update};
 
 pub struct SyncInput<'a> {
     pub js: &'a JobSet,
@@ -32,6 +33,8 @@ pub struct SyncInput<'a> {
     pub in_place: &'a Tally,
     pub now: Timestamp,
     pub features: &'a Features,
+    /// The restarts `status.restartHistory` keeps.
+    pub history_limit: usize,
 }
 
 /// A merge patch for one child Job.
@@ -57,6 +60,9 @@ pub struct Plan {
     pub claims: Vec<Value>,
     pub delete_jobset: bool,
     pub requeue_after: Option<Duration>,
+    /// The pods the trigger of the restart record opened by this reconcile needs (the last
+    /// record): the shell reads them and fills the trigger in before the status write.
+    pub trigger_pods: Option<TriggerPods>,
 }
 
 impl Plan {
@@ -70,6 +76,7 @@ impl Plan {
             claims: vec![],
             delete_jobset: false,
             requeue_after: None,
+            trigger_pods: None,
         }
     }
 }
@@ -80,6 +87,25 @@ pub fn managed_elsewhere(js: &JobSet) -> bool {
 }
 
 pub fn sync(input: &SyncInput) -> Result<Plan, String> {
+    let mut plan = decide(input)?;
+    if !managed_elsewhere(input.js) {
+        record_phases(input, &mut plan.update);
+    }
+    Ok(plan)
+}
+
+/// Stamps the phases of the open restart records this reconcile sees ended, judged by the status
+/// it writes; a JobSet that finishes cuts the records still open short.
+fn record_phases(input: &SyncInput, u: &mut Update) {
+    if restart_history::advance(input.js, &input.jobs, input.in_place, &mut u.status, input.now) {
+        u.mark();
+    }
+    if !u.status.terminal_state.is_empty() && restart_history::supersede_open(&mut u.status.restart_history) {
+        u.mark();
+    }
+}
+
+fn decide(input: &SyncInput) -> Result<Plan, String> {
     let js = input.js;
     let old = js.status.clone().unwrap_or_default();
     let mut plan = Plan::new(Update::new(old.clone(), input.now));
@@ -118,7 +144,7 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
     };
     let unhandled: Vec<FailedJob> = c.failed.iter().filter(|j| !left_failed(j)).filter_map(FailedJob::of).collect();
     if !unhandled.is_empty() {
-        failure_policy::execute(js, &unhandled, &mut plan.update)?;
+        plan.trigger_pods = failure_policy::execute(js, &unhandled, &mut plan.update, input.history_limit)?;
         return Ok(plan);
     }
 
@@ -162,13 +188,15 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
     }
     // Upstream returns before this while an InOrder startup waits for a replicated job.
     if js.restart_strategy() == RestartStrategy::InPlaceRestart && input.features.in_place_restart && !starting {
-        in_place(js, input.in_place, &mut plan.update)?;
+        plan.trigger_pods = in_place(js, input.in_place, &mut plan.update, input.history_limit)?;
     }
     Ok(plan)
 }
 
 /// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
-fn in_place(js: &JobSet, tally: &Tally, u: &mut Update) -> Result<(), String> {
+/// A deprecated attempt opens a restart record in the same write; the answer says which pods its
+/// trigger needs.
+fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) -> Result<Option<TriggerPods>, String> {
     let d = in_place_restart::decide(js, tally)?;
     for (pod, value) in &d.malformed {
         tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
@@ -185,9 +213,18 @@ fn in_place(js: &JobSet, tally: &Tally, u: &mut Update) -> Result<(), String> {
         Outcome::Previous(a) => {
             u.status.previous_in_place_restart_attempt = Some(a);
             u.mark();
+            let current = js.status.as_ref().and_then(|s| s.current_in_place_restart_attempt);
+            let worker_failed = current.is_some_and(|c| tally.worker_failed_at(c));
+            if restart_history::in_place_is_a_restart(&u.status.restart_history, worker_failed) {
+                let r = restart_history::in_place_record(a, worker_failed, u.now);
+                let reason = r.trigger.reason.clone();
+                u.metrics.push(Metric::Restart { action: restart_history::ACTION_RESTART_JOBSET, reason });
+                restart_history::open(js, &mut u.status.restart_history, r, history_limit);
+                return Ok((history_limit > 0).then_some(TriggerPods::InPlace { deprecated: a }));
+            }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// With Jobs left failed by `FailJob`, the JobSet ends once nothing can change any more: no
@@ -412,14 +449,19 @@ mod tests {
     }
 
     fn plan(js: &JobSet, jobs: &[Job], pods: &[Pod]) -> Plan {
+        plan_at(js, jobs, pods, 1_000)
+    }
+
+    fn plan_at(js: &JobSet, jobs: &[Job], pods: &[Pod], now: i64) -> Plan {
         let features = Features::default();
         sync(&SyncInput {
             js,
             jobs: jobs.iter().collect(),
             pods: pods.iter().collect(),
             in_place: &Tally::of(pods),
-            now: Timestamp::from_second(1_000).unwrap(),
+            now: Timestamp::from_second(now).unwrap(),
             features: &features,
+            history_limit: 10,
         })
         .unwrap()
     }
@@ -680,6 +722,7 @@ mod tests {
                 in_place: &Tally::of(&pods),
                 now: Timestamp::from_second(1_000).unwrap(),
                 features,
+                history_limit: 10,
             })
             .unwrap();
             assert_eq!(p.update.status.current_in_place_restart_attempt, None, "{name}");
@@ -701,5 +744,167 @@ mod tests {
             "rules": [{"name": "r", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}});
         let p = plan(&in_place(rule, json!({})), &failed, &pods_at(0));
         assert_eq!(cond(&p, "Failed"), Some(("True", REASON_FAIL_JOBSET_ACTION)));
+    }
+
+    /// The JobSet with the status a plan writes.
+    fn after(js: &JobSet, p: &Plan) -> JobSet {
+        let mut next = js.clone();
+        next.status = Some(p.update.status.clone());
+        next
+    }
+
+    #[test]
+    fn each_failure_policy_restart_opens_one_record_with_its_trigger() {
+        use jobset_api::jobset::{RestartScope::*, RestartStrategy::*};
+        let failed = [job("js", "a", 1).failed_with("PodFailurePolicy", "Container main exited 3", 40).obj()];
+        // (strategy, action, (attempt, recorded strategy, scope, target, counted))
+        type Want = (i32, RestartStrategy, jobset_api::jobset::RestartScope, Option<&'static str>, bool);
+        let cases: [(&str, &str, Want); 7] = [
+            ("Recreate", "RestartJobSet", (1, Recreate, JobSet, None, true)),
+            ("BlockingRecreate", "RestartJobSet", (1, BlockingRecreate, JobSet, None, true)),
+            ("InPlaceRestart", "RestartJobSet", (1, Recreate, JobSet, None, true)),
+            ("Recreate", "RestartJobSetAndIgnoreMaxRestarts", (1, Recreate, JobSet, None, false)),
+            ("Recreate", "RestartReplicatedJob", (1, Recreate, ReplicatedJob, Some("a"), true)),
+            ("BlockingRecreate", "RestartJob", (1, BlockingRecreate, Job, Some("js-a-1"), true)),
+            ("Recreate", "RestartJobAndIgnoreMaxRestarts", (1, Recreate, Job, Some("js-a-1"), false)),
+        ];
+        for (strategy, action, want) in cases {
+            let spec = json!({"failurePolicy": {"maxRestarts": 3, "restartStrategy": strategy,
+                "rules": [{"name": "r", "action": action}]}});
+            let p = plan_at(&js(spec, json!({})), &failed, &[], 50);
+            let history = &p.update.status.restart_history;
+            assert_eq!(history.len(), 1, "{strategy} {action}");
+            let r = &history[0];
+            assert_eq!(
+                (r.attempt, r.strategy, r.scope, r.target.as_deref(), r.trigger.counts_towards_max),
+                want,
+                "{strategy} {action}"
+            );
+            let t = &r.trigger;
+            assert_eq!(
+                (t.job.as_deref(), t.reason.as_str(), t.message.as_deref(), t.rule.as_deref(), t.action.as_str()),
+                (Some("js-a-1"), "PodFailurePolicy", Some("Container main exited 3"), Some("r"), action),
+                "{strategy} {action}"
+            );
+            let secs = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>| {
+                t.as_ref().map(|t| t.0.as_second())
+            };
+            assert_eq!((secs(&r.failed_at), r.decided_at.0.as_second()), (Some(40), 50), "{strategy} {action}");
+            assert_eq!(p.trigger_pods, Some(TriggerPods::Job("js-a-1".into())), "{strategy} {action}");
+            let counted = |m: &Metric| matches!(m, Metric::Restart { action: a, reason } if *a == action && reason == "PodFailurePolicy");
+            assert!(p.update.metrics.iter().any(counted), "{strategy} {action}");
+        }
+        for (what, spec) in [
+            ("FailJob", json!({"failurePolicy": {"rules": [{"name": "r", "action": "FailJob"}]}})),
+            ("FailJobSet", json!({"failurePolicy": {"rules": [{"name": "r", "action": "FailJobSet"}]}})),
+            ("no failure policy", json!({})),
+        ] {
+            let p = plan(&js(spec, json!({})), &failed, &[]);
+            assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_none(), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_second_reconcile_over_the_same_state_opens_no_other_record() {
+        let spec = json!({"failurePolicy": {"maxRestarts": 3}});
+        let jobs = [job("js", "a", 0).failed("BackoffLimitExceeded", 40).obj(), job("js", "a", 1).obj()];
+        let first = plan_at(&js(spec.clone(), json!({})), &jobs, &[], 50);
+        assert_eq!(first.update.status.restart_history.len(), 1);
+        let second = plan_at(&after(&js(spec, json!({})), &first), &jobs, &[], 51);
+        assert_eq!(second.update.status.restart_history, first.update.status.restart_history);
+        assert!(second.trigger_pods.is_none());
+        assert!(!second.update.metrics.iter().any(|m| matches!(m, Metric::Restart { .. })));
+    }
+
+    #[test]
+    fn a_recreate_restart_is_recorded_from_its_decision_to_every_new_job_running() {
+        let spec = json!({"failurePolicy": {"maxRestarts": 3}});
+        let old = || {
+            [
+                job("js", "a", 0).failed("BackoffLimitExceeded", 40).obj(),
+                job("js", "a", 1).obj(),
+                job("js", "b", 0).obj(),
+            ]
+        };
+        let up = |rj: &str, i: i32| job("js", rj, i).attempt(1).counts(1, 1, 0).obj();
+        let mut j = js(spec, json!({}));
+        // (now, Jobs, phases (stopped, running) after the reconcile)
+        type Step = (i64, Vec<Job>, (Option<i64>, Option<i64>));
+        let steps: Vec<Step> = vec![
+            (50, old().to_vec(), (None, None)),
+            (51, old().to_vec(), (None, None)),
+            (52, vec![old()[2].clone(), up("a", 0)], (None, None)),
+            (53, vec![up("a", 0), up("a", 1)], (Some(53), None)),
+            (54, vec![up("a", 0), up("a", 1), up("b", 0)], (Some(53), Some(54))),
+        ];
+        for (now, jobs, want) in steps {
+            let p = plan_at(&j, &jobs, &[], now);
+            let r = &p.update.status.restart_history[0];
+            let secs = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>| {
+                t.as_ref().map(|t| t.0.as_second())
+            };
+            assert_eq!((secs(&r.stopped_at), secs(&r.running_at)), want, "at {now}");
+            assert_eq!(p.update.status.restart_history.len(), 1, "at {now}");
+            j = after(&j, &p);
+        }
+        assert_eq!(j.status.unwrap().restart_history[0].duration.as_deref(), Some("14s"));
+    }
+
+    #[test]
+    fn a_finished_jobset_cuts_open_records_short() {
+        let spec = json!({"failurePolicy": {"maxRestarts": 1}});
+        let jobs = [job("js", "a", 0).failed("BackoffLimitExceeded", 40).obj()];
+        let first = plan(&js(spec.clone(), json!({})), &jobs, &[]);
+        let failed_again = [job("js", "a", 0).attempt(1).failed("BackoffLimitExceeded", 60).obj()];
+        let p = plan(&after(&js(spec, json!({})), &first), &failed_again, &[]);
+        assert_eq!(cond(&p, "Failed"), Some(("True", REASON_REACHED_MAX_RESTARTS)));
+        let r = &p.update.status.restart_history[0];
+        assert!(r.superseded && r.running_at.is_none(), "{r:?}");
+    }
+
+    #[test]
+    fn an_in_place_deprecation_opens_one_record_in_the_same_write() {
+        let worker_failed =
+            [pod("js", "js-a-0-0").at(0).terminated("worker", 3, 900).obj(), pod("js", "js-a-1-0").at(0).obj()];
+        let restarted = [pod("js", "js-a-0-0").at(1).obj(), pod("js", "js-a-1-0").at(0).obj()];
+        for (case, pods, reason) in [
+            ("a failed worker", &worker_failed, "WorkerFailed"),
+            ("an agent restarted its pod", &restarted, "PodRestartedInPlace"),
+        ] {
+            let j = in_place(json!({}), json!({"currentInPlaceRestartAttempt": 0}));
+            let p = plan(&j, &running_jobs(), pods);
+            assert_eq!(p.update.status.previous_in_place_restart_attempt, Some(0), "{case}");
+            let history = &p.update.status.restart_history;
+            assert_eq!(history.len(), 1, "{case}");
+            let r = &history[0];
+            assert_eq!(
+                (r.attempt, r.strategy, r.scope),
+                (1, RestartStrategy::InPlaceRestart, jobset_api::jobset::RestartScope::JobSet),
+                "{case}"
+            );
+            assert_eq!((r.trigger.reason.as_str(), r.trigger.action.as_str()), (reason, "RestartJobSet"), "{case}");
+            assert_eq!(p.trigger_pods, Some(TriggerPods::InPlace { deprecated: 0 }), "{case}");
+            let again = plan(&after(&j, &p), &running_jobs(), pods);
+            assert_eq!(again.update.status.restart_history.len(), 1, "{case}: once");
+        }
+    }
+
+    #[test]
+    fn a_history_limit_of_zero_records_nothing() {
+        let features = Features::default();
+        let j = js(json!({"failurePolicy": {"maxRestarts": 3}}), json!({}));
+        let jobs = [job("js", "a", 0).failed("BackoffLimitExceeded", 40).obj()];
+        let p = sync(&SyncInput {
+            js: &j,
+            jobs: jobs.iter().collect(),
+            pods: vec![],
+            in_place: &Tally::default(),
+            now: Timestamp::from_second(50).unwrap(),
+            features: &features,
+            history_limit: 0,
+        })
+        .unwrap();
+        assert_eq!(p.update.status.restarts, 1);
+        assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_none());
     }
 }

@@ -6,6 +6,7 @@ use jobset_api::jobset::JobSetStatus;
 use jobset_api::jobset::keys::{COND_COMPLETED, COND_FAILED};
 
 use super::conditions::{Cond, update_condition};
+use super::restart_history::Observation;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -14,13 +15,18 @@ pub struct Event {
     pub message: String,
 }
 
-/// A counter to bump once the status is written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A metric to record once the status is written.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
     Completed,
     Failed,
-    /// A failure-policy restart, by action name.
-    Restart(&'static str),
+    /// A restart, by action name and trigger reason.
+    Restart {
+        action: &'static str,
+        reason: String,
+    },
+    /// A restart phase's duration, stamped by this write.
+    RestartPhase(Observation),
 }
 
 #[derive(Debug, Clone)]
