@@ -254,9 +254,7 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
             Err(e) => return Err(e.into()),
         }
-        for e in &update.events {
-            publish(ctx, js, e.warning, &e.reason, &e.message).await;
-        }
+        // Metrics first: counting is instant, while each event is a request a crash could cut.
         for m in &update.metrics {
             match m {
                 Metric::Completed => ctx.metrics.completed(ns, js.name()),
@@ -264,6 +262,9 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
                 Metric::Restart { action, reason } => ctx.metrics.restart(ns, js.name(), action, reason),
                 Metric::RestartPhase(o) => ctx.metrics.restart_phase(o),
             }
+        }
+        for e in &update.events {
+            publish(ctx, js, e.warning, &e.reason, &e.message).await;
         }
     }
 
