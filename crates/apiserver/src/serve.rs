@@ -73,6 +73,29 @@ pub async fn serve_https(
     token: String,
     shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
+    serve_https_with(server, listener, tls, token, None, shutdown).await
+}
+
+/// Where the web view is mounted: every path under it goes to the `ui` router of
+/// [`serve_https_with`], no other.
+pub const UI_PATH: &str = "/ui";
+
+/// Whether `path` is the web view's ([`UI_PATH`] or below it).
+fn is_ui_path(path: &str) -> bool {
+    path.strip_prefix(UI_PATH).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// [`serve_https`], and, given a `ui` router, the web view: requests for paths under
+/// [`UI_PATH`] go to it, outside the API's authentication, because its login page must be
+/// reachable without a token (the web view authenticates its data routes itself).
+pub async fn serve_https_with(
+    server: Arc<ApiServer>,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    token: String,
+    ui: Option<axum::Router>,
+    shutdown: impl std::future::Future<Output = ()> + Send,
+) -> std::io::Result<()> {
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let app = authenticated_router(&server, token);
     tokio::pin!(shutdown);
@@ -83,6 +106,7 @@ pub async fn serve_https(
         };
         let acceptor = acceptor.clone();
         let app = app.clone();
+        let ui = ui.clone();
         tokio::spawn(async move {
             let tls = match acceptor.accept(tcp).await {
                 Ok(s) => s,
@@ -92,12 +116,36 @@ pub async fn serve_https(
                 }
             };
             let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                app.clone().oneshot(req.map(axum::body::Body::new))
+                let target = match &ui {
+                    Some(ui) if is_ui_path(req.uri().path()) => ui.clone(),
+                    _ => app.clone(),
+                };
+                target.oneshot(req.map(axum::body::Body::new))
             });
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc).await {
                 tracing::debug!(%peer, error = %e, "connection ended with an error");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_paths_under_ui_go_to_the_web_view() {
+        for (path, ui) in [
+            ("/ui", true),
+            ("/ui/", true),
+            ("/ui/jobsets/default/a", true),
+            ("/uix", false),
+            ("/api/v1/ui", false),
+            ("/", false),
+            ("/apis/jobset.x-k8s.io/v1alpha2/jobsets", false),
+        ] {
+            assert_eq!(is_ui_path(path), ui, "{path}");
+        }
     }
 }
