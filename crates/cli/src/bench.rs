@@ -16,6 +16,8 @@ mod appwrapper;
 mod crd;
 mod in_place;
 mod manager;
+mod phases;
+mod timeline;
 use clap::Subcommand;
 use futures::StreamExt;
 use jobset_apiserver::persist::{Backend, Memory, Redb};
@@ -162,6 +164,32 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 200)]
         max_mutating_requests_inflight: usize,
     },
+    /// The restart timeline of a large JobSet (a Recreate and an in-place restart, synthetic
+    /// objects): `timeline::build` and `render::page` times, the HTML's size, and how long
+    /// headless Chromium takes to load it and take a screenshot, against a trivial page (its own
+    /// start and exit) measured in the same run.
+    Timeline {
+        #[arg(long, default_value_t = 5_000)]
+        pods: i32,
+        /// Pods per Job (Indexed, parallelism = completions).
+        #[arg(long, default_value_t = 100)]
+        pods_per_job: i32,
+        /// Chromium runs of each page (alternating).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// The Chromium binary (Debian's `chromium` package).
+        #[arg(long, default_value = "chromium")]
+        chromium: std::path::PathBuf,
+        /// Window (and screenshot) size, WIDTHxHEIGHT.
+        #[arg(long, default_value = "1400x900", value_parser = timeline::parse_window)]
+        window: (u32, u32),
+        /// Keep the pages and their screenshots in DIR (timeline.html/.png, baseline.html/.png).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+        /// Give up on a Chromium run after this long.
+        #[arg(long, default_value = "60s", value_parser = crate::parse_duration)]
+        timeout: Duration,
+    },
     /// AppWrapper: for each pod count, an AppWrapper wrapping one Indexed Job on simulated
     /// nodes, from create to all pods running, then one pod fails and the whole workload is
     /// reset (zero failure grace and retry pause) until every pod runs again. Then what
@@ -257,6 +285,9 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
         } => {
             let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
             manager::bench(pods, pods_per_job, pods_per_node, fail_after, limits).await
+        }
+        BenchCommand::Timeline { pods, pods_per_job, runs, chromium, window, out, timeout } => {
+            timeline::bench(timeline::Options { pods, pods_per_job, runs, chromium, window, out, timeout }).await
         }
         BenchCommand::Appwrapper {
             pods,
@@ -1160,6 +1191,23 @@ async fn jobset_restart(
         restart.as_secs_f64()
     );
     print_timeline(&tracker.lock().expect("tracker lock"), failed, restarted);
+    // The controller's restart record beside the bench's own figures (after them: the wait for
+    // its last phase time is no part of what was measured).
+    let seen = {
+        let t = tracker.lock().expect("tracker lock");
+        let anchor = (Instant::now(), jiff::Timestamp::now());
+        let wall = |at: Instant| phases::wall(at, anchor);
+        phases::Seen {
+            failure: wall(failed),
+            decided: t.at(JOBSET_RESTARTED).map(wall),
+            stopped: t.at("attempt 0: every Job gone").map(wall),
+            barrier_lifted: None,
+            running: wall(restarted),
+            running_what: format!("all {total} pods of attempt 1 Running"),
+            note: None,
+        }
+    };
+    phases::print_record(client.clone(), &name, 1, limit, &seen).await;
     let by_verb: Vec<(&'static str, u64)> =
         verbs_after.iter().zip(&verbs_before).map(|((v, a), (_, b))| (*v, a - b)).collect();
     let figures = JobsetFigures {

@@ -74,6 +74,9 @@ pub struct TimingArgs {
     /// First pod-failure back-off of the Job controller (doubling, capped at 10 min).
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub job_backoff: Duration,
+    /// The restarts a JobSet's `status.restartHistory` keeps, the newest (0: none).
+    #[arg(long, default_value_t = jobset_controllers::jobset::restart_history::DEFAULT_LIMIT)]
+    pub restart_history_limit: usize,
 }
 
 /// The AppWrapper controller's configuration, shared by `jobset up` and `jobset run`.
@@ -103,6 +106,8 @@ impl AppWrapperArgs {
 /// A started control plane.
 pub struct Embedded {
     pub url: String,
+    /// The web view's login address, the token in its fragment ([`ui_login_url`]).
+    pub ui_url: String,
     pub kubeconfig: PathBuf,
     serving: JoinHandle<anyhow::Result<()>>,
     stop: oneshot::Sender<()>,
@@ -176,6 +181,7 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
             local.node_lifecycle.monitor_period = (opts.timing.node_grace_period / 8)
                 .clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
             local.job.sync.backoff.base = opts.timing.job_backoff;
+            local.jobset.restart_history_limit = opts.timing.restart_history_limit;
             local.appwrapper.appwrapper = appwrapper;
             local.jobset_controller = !opts.external.contains(&External::Jobset);
             local.appwrapper_controller = !opts.external.contains(&External::Appwrapper);
@@ -188,14 +194,27 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
     };
     let (stop, stopped) = oneshot::channel::<()>();
     let token = creds.token.clone();
+    // The web view reads the cluster in-process and lets in the holder of the server's token.
+    let ui_token = creds.token.clone();
+    let auth: jobset_ui::server::Authenticator = std::sync::Arc::new(move |t: &str| tls::token_is(&ui_token, t));
+    let ui = jobset_ui::server::router(server.client(), auth);
     let serving = tokio::spawn(async move {
         let shutdown = async {
             let _ = stopped.await;
         };
-        jobset_apiserver::serve::serve_https(server, listener, tls_config, token, shutdown).await?;
+        jobset_apiserver::serve::serve_https_with(server, listener, tls_config, token, Some(ui), shutdown).await?;
         Ok(())
     });
-    Ok(Embedded { url, kubeconfig: opts.kubeconfig.clone(), serving, stop, cluster })
+    let ui_url = ui_login_url(&url, &creds.token);
+    Ok(Embedded { url, ui_url, kubeconfig: opts.kubeconfig.clone(), serving, stop, cluster })
+}
+
+/// The address that opens the web view served beside the API at `url`: its login page with the
+/// token in the URL fragment, which a browser keeps to itself (the page's script posts it to the
+/// login form, then drops it from the address bar and the history), so the token never shows
+/// in a request line or a server log, as a query would.
+pub fn ui_login_url(url: &str, token: &str) -> String {
+    format!("{url}{}/login#token={token}", jobset_apiserver::serve::UI_PATH)
 }
 
 impl Embedded {

@@ -3,6 +3,7 @@
 
 use clap::Args;
 use jiff::Timestamp;
+use jobset_api::jobset::RestartRecord;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::Value;
@@ -86,6 +87,9 @@ pub fn describe(kind: &str, obj: &Value, events: &mut [Event], now: Timestamp) -
     let mut out = String::new();
     b.render(&mut out);
     conditions(&mut out, obj);
+    if kind == "JobSet" {
+        restarts(&mut out, obj);
+    }
     events_section(&mut out, events, now);
     out
 }
@@ -256,6 +260,67 @@ fn conditions(out: &mut String, obj: &Value) {
     }
 }
 
+/// How many of the recorded restarts `describe jobset` lists (the newest).
+const RESTARTS_SHOWN: usize = 10;
+
+/// A JobSet's last restarts (`status.restartHistory`): trigger and phase durations.
+fn restarts(out: &mut String, obj: &Value) {
+    let Some(history) = obj["status"]["restartHistory"].as_array().filter(|h| !h.is_empty()) else { return };
+    let skipped = history.len().saturating_sub(RESTARTS_SHOWN);
+    out.push_str("Restarts:\n");
+    const PHASES: [&str; 5] = ["detect", "stop", "barrier", "start", "total"];
+    let mut cells = vec![
+        ["#", "Attempt", "Strategy", "Scope", "Trigger", "Detect", "Stop", "Barrier", "Start", "Total", "State"]
+            .map(String::from)
+            .to_vec(),
+        ["-", "-------", "--------", "-----", "-------", "------", "----", "-------", "-----", "-----", "-----"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    let mut unreadable = Vec::new();
+    for (i, v) in history.iter().enumerate().skip(skipped) {
+        let record = match serde_json::from_value::<RestartRecord>(v.clone()) {
+            Ok(r) => jobset_ui::timeline::restart(i, &r),
+            Err(e) => {
+                unreadable.push(format!("  status.restartHistory[{i}] is unreadable: {e}\n"));
+                continue;
+            }
+        };
+        let tr = &record.trigger;
+        let mut trigger = format!("{} -> {}", tr.reason, tr.action);
+        let what: Vec<String> = [tr.pod.clone().or(tr.job.clone()), tr.exit_code.map(|c| format!("exit code {c}"))]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !what.is_empty() {
+            trigger += &format!(" ({})", what.join(", "));
+        }
+        let scope = match &record.target {
+            Some(t) => format!("{} {t}", record.scope),
+            None => record.scope.clone(),
+        };
+        let mut row = vec![i.to_string(), record.attempt.to_string(), record.strategy.clone(), scope, trigger];
+        for p in PHASES {
+            row.push(
+                record
+                    .phases
+                    .iter()
+                    .find(|x| x.name == p)
+                    .map_or("-".into(), |x| jobset_ui::render::format_seconds(x.seconds)),
+            );
+        }
+        row.push(record.progress().into());
+        cells.push(row);
+    }
+    for l in align(&cells) {
+        out.push_str(&format!("  {}\n", l.trim_end()));
+    }
+    out.extend(unreadable);
+    if skipped > 0 {
+        out.push_str(&format!("  ({skipped} earlier restarts not shown)\n"));
+    }
+}
+
 fn events_section(out: &mut String, events: &mut [Event], now: Timestamp) {
     if events.is_empty() {
         out.push_str("Events:  <none>\n");
@@ -361,5 +426,58 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn jobsets_list_their_last_restarts_with_trigger_and_phase_durations() {
+        let record = |attempt: i32, strategy: &str, times: [Option<&str>; 5], superseded: bool| {
+            let mut r = json!({"attempt": attempt, "strategy": strategy, "scope": "JobSet",
+                "trigger": {"job": "js-workers-0", "pod": "js-workers-0-1-abcde", "exitCode": 1, "reason": "BackoffLimitExceeded", "action": "RestartJobSet", "countsTowardsMax": true},
+                "decidedAt": times[1].unwrap(), "superseded": superseded});
+            for (k, t) in ["failedAt", "decidedAt", "stoppedAt", "barrierLiftedAt", "runningAt"].into_iter().zip(times)
+            {
+                if let Some(t) = t {
+                    r[k] = json!(t);
+                }
+            }
+            r
+        };
+        let js = json!({"metadata": {"name": "js", "namespace": "default"}, "spec": {}, "status": {"restarts": 2, "restartHistory": [
+            record(1, "Recreate", [Some("2026-01-01T00:00:10Z"), Some("2026-01-01T00:00:10.250000Z"), Some("2026-01-01T00:00:12Z"), None, Some("2026-01-01T00:00:13.500000Z")], false),
+            record(2, "InPlaceRestart", [None, Some("2026-01-01T00:01:00Z"), Some("2026-01-01T00:01:00.500000Z"), Some("2026-01-01T00:01:01Z"), None], false),
+            record(3, "Recreate", [Some("2026-01-01T00:02:00Z"), Some("2026-01-01T00:02:01Z"), None, None, None], true),
+        ]}});
+        let text = describe("JobSet", &js, &mut [], Timestamp::now());
+        let section = &text[text.find("Restarts:\n").expect("a Restarts section")..text.find("Events:").unwrap()];
+        let lines: Vec<&str> = section.lines().map(str::trim_end).collect();
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["#", "Attempt", "Strategy", "Scope", "Trigger", "Detect", "Stop", "Barrier", "Start", "Total", "State"]
+        );
+        let trigger = ["BackoffLimitExceeded", "->", "RestartJobSet", "(js-workers-0-1-abcde,", "exit", "code", "1)"];
+        fn row<'a>(cells: &[&'a str], trigger: &[&'a str]) -> Vec<&'a str> {
+            [&cells[..4], trigger, &cells[4..]].concat()
+        }
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            row(&["0", "1", "Recreate", "JobSet", "0.250s", "1.750s", "-", "1.500s", "3.500s", "done"], &trigger)
+        );
+        assert_eq!(
+            lines[4].split_whitespace().collect::<Vec<_>>(),
+            row(&["1", "2", "InPlaceRestart", "JobSet", "-", "0.500s", "0.500s", "-", "-", "in", "progress"], &trigger)
+        );
+        assert_eq!(
+            lines[5].split_whitespace().collect::<Vec<_>>(),
+            row(&["2", "3", "Recreate", "JobSet", "1.000s", "-", "-", "-", "-", "superseded"], &trigger)
+        );
+        assert!(
+            !describe(
+                "JobSet",
+                &json!({"metadata": {"name": "js"}, "status": {"restarts": 0}}),
+                &mut [],
+                Timestamp::now()
+            )
+            .contains("Restarts:")
+        );
     }
 }

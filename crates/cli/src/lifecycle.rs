@@ -285,6 +285,9 @@ pub async fn detach(args: &UpArgs) -> anyhow::Result<()> {
     }
     let url = endpoint(&kubeconfig).unwrap_or_default();
     println!("jobset cluster {name:?} is running in the background (pid {pid}) at {url}");
+    if let Ok(token) = fs::read_to_string(dir.join(jobset_apiserver::tls::TOKEN_FILE)) {
+        println!("web UI: {}", crate::cluster::ui_login_url(&url, token.trim()));
+    }
     if args.kubeconfig.is_none() {
         let context = context_name(name);
         let merged = tokio::task::block_in_place(|| {

@@ -37,6 +37,7 @@ mod manifests;
 mod node;
 mod progress;
 mod run;
+mod timeline;
 mod up;
 
 /// `0.1.0 (commit abc1234)`: what `jobset version` and `jobset --version` print after the name;
@@ -109,6 +110,9 @@ enum Command {
     Events(events::EventsArgs),
     /// Run a command in a running container of a local (process runtime) pod.
     Exec(exec::ExecArgs),
+    /// Write a JobSet's restart timeline: a self-contained HTML Gantt chart of its pods and
+    /// restarts (`NAME-timeline.html`), or JSON with `--format json`.
+    Timeline(timeline::TimelineArgs),
     /// Run the JobSet and AppWrapper controllers against a cluster (a kubeconfig, or in-cluster),
     /// as upstream's controller manager: leader election, health probes, metrics.
     Manager(jobset_manager::ManagerArgs),
@@ -152,6 +156,7 @@ fn main() {
             | Command::Describe(_)
             | Command::Logs(_)
             | Command::Events(_)
+            | Command::Timeline(_)
             | Command::Apply(_)
             | Command::Delete(_)
             | Command::Completion { .. }
@@ -215,6 +220,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Delete(args) => delete::run(args).await,
         Command::Events(args) => events::run(args).await,
         Command::Exec(args) => exec::run(args).await,
+        Command::Timeline(args) => timeline::run(args).await,
         Command::Agent(args) => agent::run(args).await,
         Command::Manager(args) => ok(jobset_manager::run(args).await),
         Command::Manifests { what } => ok(manifests::run(what)),

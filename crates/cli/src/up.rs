@@ -175,6 +175,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         "{}",
         summary(&Summary {
             url: &embedded.url,
+            ui: &embedded.ui_url,
             kubeconfig: &embedded.kubeconfig,
             nodes: opts.nodes.as_deref(),
             runtime: &opts.runtime,
@@ -194,6 +195,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 #[derive(Debug, Clone, Copy)]
 pub struct Summary<'a> {
     pub url: &'a str,
+    /// The web view's address, the token in its fragment.
+    pub ui: &'a str,
     pub kubeconfig: &'a Path,
     /// `None`: the API server alone (`--nodes 0`).
     pub nodes: Option<&'a [NodeConfig]>,
@@ -210,7 +213,7 @@ const SUMMARY_NODES: usize = 3;
 /// The start-up summary, a few lines: the endpoint (first: scripts wait for
 /// `jobset API server listening on `, the server accepts connections from then on), the nodes and
 /// their runtime, their capacity, the controllers running here and those left to a `jobset
-/// manager`, and how to reach the cluster.
+/// manager`, and how to reach the cluster and its web view.
 pub fn summary(s: &Summary) -> String {
     let mut out = format!("jobset API server listening on {}\n", s.url);
     match s.nodes {
@@ -254,6 +257,7 @@ pub fn summary(s: &Summary) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&format!("web UI: {}\n", s.ui));
     match s.context {
         Some((name, file, current)) => {
             let current = if current { ", current" } else { "" };
@@ -299,6 +303,7 @@ mod tests {
         let host = local_nodes(None, "vm", Some(&m));
         let s = Summary {
             url: "https://127.0.0.1:6443",
+            ui: "https://127.0.0.1:6443/ui/login#token=t0k",
             kubeconfig: Path::new("/d/kubeconfig"),
             nodes: Some(&host),
             runtime: "process",
@@ -311,6 +316,7 @@ mod tests {
              nodes: 1 (vm), runtime process\n\
              capacity per node: cpu: 2, memory: 4Gi, nvidia.com/gpu: 1, pods: 110\n\
              controllers: job, jobset, appwrapper, scheduler, node-lifecycle, garbage-collector\n\
+             web UI: https://127.0.0.1:6443/ui/login#token=t0k\n\
              export KUBECONFIG=/d/kubeconfig\n"
         );
 
@@ -342,6 +348,7 @@ mod tests {
                 "jobset API server listening on https://127.0.0.1:6443",
                 "nodes: none (--nodes 0): the API server alone",
                 "controllers: garbage-collector",
+                "web UI: https://127.0.0.1:6443/ui/login#token=t0k",
                 "export KUBECONFIG=/d/kubeconfig",
             ]
         );
@@ -351,6 +358,7 @@ mod tests {
     fn summary_names_the_merged_context_instead_of_the_standalone_file() {
         let base = Summary {
             url: "https://127.0.0.1:6443",
+            ui: "https://127.0.0.1:6443/ui/login#token=t0k",
             kubeconfig: Path::new("/d/kubeconfig"),
             nodes: None,
             runtime: "process",

@@ -111,7 +111,7 @@ async fn up_with_nodes_0_runs_the_api_server_alone_and_says_so() {
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     let summary = within("the summary", async {
         let mut summary = Vec::new();
-        while summary.len() < 4 {
+        while summary.len() < 5 {
             match lines.next_line().await.unwrap() {
                 Some(line) => summary.push(line),
                 None => panic!("stdout ended after {summary:?}"),
@@ -121,8 +121,9 @@ async fn up_with_nodes_0_runs_the_api_server_alone_and_says_so() {
     })
     .await;
     assert!(summary[0].starts_with(common::LISTENING), "{summary:?}");
+    assert!(summary[3].starts_with("web UI: https://127.0.0.1:"), "{summary:?}");
     assert_eq!(
-        summary[1..],
+        [&summary[1], &summary[2], &summary[4]],
         [
             "nodes: none (--nodes 0): the API server alone",
             "controllers: garbage-collector",

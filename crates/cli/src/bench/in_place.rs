@@ -268,15 +268,25 @@ impl Follow {
             self.mark(FAILURE.into(), now);
         }
         if let Some(c) = self.current {
-            self.mark(format!("JobSet currentInPlaceRestartAttempt = {c}"), now);
+            self.mark(current_is(c), now);
         }
         if let Some(p) = self.previous {
-            self.mark(format!("JobSet previousInPlaceRestartAttempt = {p}"), now);
+            self.mark(previous_is(p), now);
         }
     }
 }
 
 const FAILURE: &str = "a worker failed";
+
+/// The JobSet status write that lifts the barrier at attempt `c`.
+fn current_is(c: i64) -> String {
+    format!("JobSet currentInPlaceRestartAttempt = {c}")
+}
+
+/// The JobSet status write that deprecates attempt `p` (decides the restart).
+fn previous_is(p: i64) -> String {
+    format!("JobSet previousInPlaceRestartAttempt = {p}")
+}
 
 fn announced(total: usize, attempt: u32) -> String {
     format!("all {total} agents announced attempt {attempt}")
@@ -469,6 +479,26 @@ async fn measure(
             pods.items.len()
         );
     }
+    // The controller's restart record beside the bench's own figures (after them: the wait for
+    // its last phase time is no part of what was measured).
+    let seen = {
+        let f = follow.lock().expect("follow lock");
+        let anchor = (Instant::now(), jiff::Timestamp::now());
+        let wall = |at: Instant| super::phases::wall(at, anchor);
+        super::phases::Seen {
+            failure: wall(failed),
+            decided: f.at(&previous_is(0)).map(wall),
+            // Main-container mode stops the pod watch before the restart: no pod milestones.
+            stopped: f.at(&announced(total, 1)).map(wall),
+            barrier_lifted: f.at(&current_is(1)).map(wall),
+            running: wall(restarted),
+            running_what: all_at(total, 1),
+            note: (!pods_during_restart).then_some(
+                "main-container mode: the workers are the agents' children, which no pod status shows: the record's runningAt is every pod Ready at attempt 1 (the barrier lifted), the bench's end every worker started after it",
+            ),
+        }
+    };
+    super::phases::print_record(client.clone(), &name, 1, limit, &seen).await;
     tracking.abort();
     Ok(InPlaceFigures {
         startup,
@@ -553,6 +583,7 @@ pub(super) async fn process(
             heartbeat_interval: Duration::from_secs(10),
             node_grace_period: Duration::from_secs(40),
             job_backoff: Duration::from_secs(10),
+            restart_history_limit: jobset_controllers::jobset::restart_history::DEFAULT_LIMIT,
         },
         inflight: crate::up::InflightArgs {
             max_requests_inflight: limits.read_only,
