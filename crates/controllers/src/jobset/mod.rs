@@ -135,12 +135,20 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
         jobs: jobs.iter().map(|j| j.as_ref()).collect(),
         pods: pods.iter().map(|p| p.as_ref()).collect(),
         in_place: &tally,
-        now: jiff::Timestamp::now(),
+        now: now_micros(),
         features: &ctx.config.features,
         history_limit: ctx.config.restart_history_limit,
     })
     .map_err(Error::Reconcile)?;
     execute(js, &ns, &uid, plan, ctx).await
+}
+
+/// The clock in whole microseconds: restart records keep `MicroTime`s, so a record's `duration`
+/// is exactly the difference of the times it shows.
+fn now_micros() -> jiff::Timestamp {
+    let now = jiff::Timestamp::now();
+    let micros = jiff::TimestampRound::new().smallest(jiff::Unit::Microsecond).mode(jiff::RoundMode::Trunc);
+    now.round(micros).unwrap_or(now)
 }
 
 async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Result<Action, Error> {
@@ -446,6 +454,14 @@ mod tests {
         ];
         for (err, want) in cases {
             assert_eq!(api_error_message(err), want, "{err:?}");
+        }
+    }
+
+    #[test]
+    fn the_reconcile_clock_keeps_whole_microseconds_as_micro_times_do() {
+        // Several readings: a clock that happened to read a whole microsecond proves nothing.
+        for _ in 0..5 {
+            assert_eq!(now_micros().subsec_nanosecond() % 1_000, 0);
         }
     }
 
