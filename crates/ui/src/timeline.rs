@@ -237,12 +237,14 @@ pub fn build(inputs: &Inputs) -> Timeline {
     }
 
     let mut start = js.metadata.creation_timestamp.as_ref().map(|t| t.0).unwrap_or(inputs.now);
-    // A finished JobSet's chart ends with it, not when it is drawn.
+    // A finished JobSet's chart ends with it, not when it is drawn: by the end of the second its
+    // condition gives (whole seconds: it finished in that second, the record's times may already
+    // be later in it).
     let finished = [keys::COND_COMPLETED, keys::COND_FAILED]
         .into_iter()
         .filter_map(|c| js.condition(c))
         .find(|c| c.status == "True")
-        .map(|c| c.last_transition_time.0);
+        .map(|c| c.last_transition_time.0 + SignedDuration::from_secs(1));
     let mut end = if finished.is_some() { start } else { inputs.now };
     for t in restarts
         .iter()
@@ -608,15 +610,16 @@ fn pod_segments(
     let pod_failed = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
     let failed_at = failed_at.or(if pod_failed { finished_at.or(deleted).or(Some(now)) } else { None });
 
-    // A finish within the same second as the (sharper) start is no earlier than it.
-    let sharpen = |t: Option<Timestamp>| {
-        t.map(|t| {
-            started
-                .filter(|s| t.subsec_nanosecond() == 0 && *s > t && *s < t + SignedDuration::from_secs(1))
-                .unwrap_or(t)
-        })
+    // A whole-second time in the same second as the (sharper) start lies between the start and
+    // the next second: a failure is drawn at the start (no run is shown that may not have
+    // happened), a finish at the end of that second (the latest it can be: the run is shown, and
+    // a pod that succeeded does not read as one that never ran).
+    let same_second = |t: Timestamp| {
+        started.filter(|s| t.subsec_nanosecond() == 0 && *s > t && *s < t + SignedDuration::from_secs(1))
     };
-    let (failed_at, finished_at) = (sharpen(failed_at), sharpen(finished_at));
+    let failed_at = failed_at.map(|t| same_second(t).unwrap_or(t));
+    let finished_at =
+        finished_at.map(|t| same_second(t).map_or(t, |s| (t + SignedDuration::from_secs(1)).min(alive_until).max(s)));
 
     let mut out = Vec::new();
     let run_from = started.unwrap_or(alive_until).max(created);
@@ -1126,7 +1129,7 @@ mod tests {
     fn whole_second_pod_times_are_sharpened_by_the_record() {
         // Everything within one second, as on one machine: the pod of attempt 1 says created,
         // started and finished "at 11", the record says the old attempt was stopped at 11.25 and
-        // the new one running at 11.5.
+        // the new one running at 11.5; so it finished in [11.5, 12), drawn to 12.
         let js = jobset(
             "Recreate",
             &[("workers", 1, 1)],
@@ -1147,7 +1150,8 @@ mod tests {
                 (0.0, 11.0, Running, 0, true),
                 (11.0, 11.125, Failed, 0, true),
                 (11.125, 11.25, Terminating, 0, true),
-                (11.25, 11.5, Pending, 1, false)
+                (11.25, 11.5, Pending, 1, false),
+                (11.5, 12.0, Running, 1, false)
             ]
         );
     }
@@ -1351,7 +1355,30 @@ mod tests {
         let pods = [pod("train-workers-0-0-bbbbb", ("workers", 0, 0), 11.0, Some(11.0), Some((12.0, 0)), None)];
         assert_eq!(timeline(&js, &pods, 600.0).end, at(600.0), "running: until now");
         js.status.as_mut().unwrap().conditions = vec![serde_json::from_value(serde_json::json!({"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "", "lastTransitionTime": at(13.0)})).unwrap()];
-        assert_eq!(timeline(&js, &pods, 600.0).end, at(13.0), "finished: until it finished");
+        // It finished within second 13 (whole seconds): until the end of that second.
+        assert_eq!(timeline(&js, &pods, 600.0).end, at(14.0), "finished: until it finished");
+    }
+
+    #[test]
+    fn a_run_within_one_second_of_a_finished_jobset_is_drawn_to_that_seconds_end() {
+        // On one machine: the last attempt runs from 11.5 (the record) and its pod says started
+        // and finished "at 11", the JobSet Completed "at 11".
+        let mut js = jobset(
+            "Recreate",
+            &[("workers", 1, 1)],
+            vec![record(
+                1,
+                "Recreate",
+                "train-workers-0-0-aaaaa",
+                [Some(11.0), Some(11.1), Some(11.2), None, Some(11.5)],
+            )],
+        );
+        js.status.as_mut().unwrap().conditions = vec![serde_json::from_value(serde_json::json!({"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "", "lastTransitionTime": at(11.0)})).unwrap()];
+        let mut p = pod("train-workers-0-0-bbbbb", ("workers", 0, 0), 11.0, Some(11.0), Some((11.0, 0)), None);
+        p.metadata.labels.as_mut().unwrap().insert(keys::RESTART_ATTEMPT.into(), "1".into());
+        let t = timeline(&js, &[p], 600.0);
+        let last = row(&t, "workers/0/0").segments.last().cloned().unwrap();
+        assert_eq!((last.start, last.end, last.state), (at(11.5), at(12.0), State::Running));
     }
 
     #[test]
