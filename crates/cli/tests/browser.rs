@@ -178,27 +178,10 @@ fn phases(r: &RestartRecord) -> BTreeMap<&'static str, f64> {
     .collect()
 }
 
-/// Seconds in a Go duration string (`1.5s`, `1m3.25s`, `250ms`, `0s`).
+/// Seconds in a Go duration string (`1.5s`, `1m3.25s`, `250ms`, `0s`), which jiff's friendly
+/// format reads.
 fn go_seconds(d: &str) -> f64 {
-    let mut total = 0.0;
-    let mut rest = d;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let unit_end = rest[num_end..].find(|c: char| c.is_ascii_digit()).map_or(rest.len(), |i| num_end + i);
-        let n: f64 = rest[..num_end].parse().unwrap_or_else(|_| panic!("not a Go duration: {d:?}"));
-        let unit = match &rest[num_end..unit_end] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            u => panic!("unit {u:?} in the Go duration {d:?}"),
-        };
-        total += n * unit;
-        rest = &rest[unit_end..];
-    }
-    total
+    d.parse::<jiff::SignedDuration>().unwrap_or_else(|e| panic!("not a Go duration: {d:?}: {e}")).as_secs_f64()
 }
 
 /// `target/test-artifacts/FILE`: the target directory is the one this test binary was built in

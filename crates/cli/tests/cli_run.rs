@@ -231,27 +231,14 @@ async fn errors_against_a_server_say_what_was_applied() {
 /// Ctrl-C; `apply -f -` reads stdin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_leaves_the_cluster_running_until_interrupted() {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::io::AsyncWriteExt;
 
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "job.yaml", SIMULATED_JOB);
     let mut run =
         common::jobset_command(&["run", "--keep", "--runtime", "simulated", f.to_str().unwrap()]).spawn().unwrap();
-    let mut lines = BufReader::new(run.stdout.take().unwrap()).lines();
-    let kubeconfig = tokio::time::timeout(LIMIT, async {
-        let mut seen = String::new();
-        while let Some(l) = lines.next_line().await.unwrap() {
-            seen.push_str(&l);
-            seen.push('\n');
-            if let Some(path) = l.strip_prefix("export KUBECONFIG=") {
-                assert!(seen.contains("job.batch/sim succeeded\n"), "{seen}");
-                return path.to_string();
-            }
-        }
-        panic!("run ended without printing the kubeconfig:\n{seen}")
-    })
-    .await
-    .expect("the kubeconfig line");
+    let (seen, kubeconfig) = common::kept_cluster(&mut run, LIMIT).await;
+    assert!(seen.contains("job.batch/sim succeeded\n"), "{seen}");
     let out = common::jobset(&["get", "jobs", "--kubeconfig", &kubeconfig], LIMIT).await;
     assert!(out.stdout.lines().nth(1).unwrap_or_default().starts_with("sim    Complete   2/2"), "{out:?}");
 

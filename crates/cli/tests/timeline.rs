@@ -7,7 +7,6 @@ mod common;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/failure-policy/restart-jobset.yaml");
 const LIMIT: Duration = Duration::from_secs(120);
@@ -45,22 +44,8 @@ async fn timeline_of_a_jobset_restarted_twice_shows_both_restarts_and_their_phas
     let mut run = common::jobset_command(&["run", "--keep", "--job-backoff", "10ms", "--timeout", "90s", EXAMPLE])
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(run.stdout.take().unwrap()).lines();
-    let kubeconfig = tokio::time::timeout(LIMIT, async {
-        let mut seen = String::new();
-        while let Some(l) = lines.next_line().await.unwrap() {
-            seen.push_str(&l);
-            seen.push('\n');
-            if let Some(path) = l.strip_prefix("export KUBECONFIG=") {
-                assert!(seen.contains("restart-jobset succeeded; restarts 2"), "{seen}");
-                return path.to_string();
-            }
-        }
-        panic!("run ended without printing the kubeconfig:\n{seen}")
-    })
-    .await
-    .expect("the kubeconfig line");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let (seen, kubeconfig) = common::kept_cluster(&mut run, LIMIT).await;
+    assert!(seen.contains("restart-jobset succeeded; restarts 2"), "{seen}");
     let kc = kubeconfig.as_str();
 
     let out = common::jobset(&["get", "jobset", "restart-jobset", "-o", "json", "--kubeconfig", kc], LIMIT).await;

@@ -21,8 +21,6 @@ use serde_json::{Value, json};
 mod common;
 use common::*;
 
-const SIM: &str = "sim.jobset.x-k8s.io/";
-const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0";
 /// A node label no node has until a test adds it.
 const GATE: &str = "example.com/gate";
 
@@ -33,49 +31,6 @@ async fn cluster(nodes: usize) -> LocalCluster {
 // ---------------------------------------------------------------------------------------------
 // Fixtures.
 // ---------------------------------------------------------------------------------------------
-
-/// `RestartAllContainers` on any non-zero exit.
-fn restart_all_on_failure() -> Value {
-    json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}])
-}
-
-/// A replicated job of one Job of two pods (the Job fields InPlaceRestart requires), each pod
-/// with the agent as a sidecar (its startup probe is the barrier) and a worker; `sim` are the
-/// pod's simulation annotations (on top of `duration: forever`).
-fn rjob(name: &str, sim: &[(&str, &str)]) -> Value {
-    let mut annotations = json!({format!("{SIM}duration"): "forever"});
-    for (k, v) in sim {
-        annotations[format!("{SIM}{k}")] = json!(v);
-    }
-    json!({
-        "name": name, "replicas": 1,
-        "template": {"spec": {
-            "parallelism": 2, "completions": 2, "completionMode": "Indexed",
-            "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
-            "template": {
-                "metadata": {"annotations": annotations},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "initContainers": [{
-                        "name": "agent", "image": AGENT_IMAGE, "restartPolicy": "Always",
-                        "restartPolicyRules": restart_all_on_failure(),
-                        "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081},
-                                         "periodSeconds": 1, "failureThreshold": 600},
-                        "env": [
-                            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef":
-                                {"fieldPath": format!("metadata.annotations['{JOBSET_NAME}']")}}},
-                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-                        ]
-                    }],
-                    "containers": [{
-                        "name": "worker", "image": "busybox", "restartPolicy": "Never",
-                        "restartPolicyRules": restart_all_on_failure()
-                    }]
-                }
-            }
-        }}
-    })
-}
 
 /// An InPlaceRestart JobSet of these replicated jobs. Everything the webhook would default is
 /// set explicitly.
@@ -102,7 +57,7 @@ fn b_fails(attempts: Option<u32>) -> Value {
     if let Some(n) = &attempts {
         sim.push(("fail-attempts", n));
     }
-    rjob("b", &sim)
+    agent_rjob("b", &sim)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -170,7 +125,7 @@ async fn one_failed_worker_restarts_every_pod_in_place() {
     let sets = record(jobsets.clone(), by_name(name)).await;
     let pods = record(pods_api.clone(), of_jobset(name)).await;
     // Pod 1 of `b`'s Job fails its worker once, 300 ms after the barrier first lifted.
-    let js = in_place_jobset(name, 3, vec![rjob("a", &[]), b_fails(Some(1))]);
+    let js = in_place_jobset(name, 3, vec![agent_rjob("a", &[]), b_fails(Some(1))]);
     jobsets.create(&PostParams::default(), &js).await.unwrap();
 
     wait_jobset(&jobsets, name, "current attempt 1", |js| in_place_attempts(js).0 == Some(1)).await;
@@ -212,9 +167,9 @@ async fn workers_start_only_once_the_barrier_lifted() {
     let pods = record(pods_api.clone(), of_jobset(name)).await;
     // `b`'s pods fit no node until the gate label is added, so the barriers of `a`'s pods, whose
     // agents have announced attempt 0, hold: not every pod of the JobSet is at that attempt.
-    let mut b = rjob("b", &[]);
+    let mut b = agent_rjob("b", &[]);
     b["template"]["spec"]["template"]["spec"]["nodeSelector"] = json!({GATE: "open"});
-    jobsets.create(&PostParams::default(), &in_place_jobset(name, 3, vec![rjob("a", &[]), b])).await.unwrap();
+    jobsets.create(&PostParams::default(), &in_place_jobset(name, 3, vec![agent_rjob("a", &[]), b])).await.unwrap();
 
     let a_announced = |p: &Pod| label(p, REPLICATED_JOB_NAME) == Some("a") && attempt(p) == Some("0");
     let waiting = wait_for(&pods_api, of_jobset(name), "a's agents running and announced", |p| {
@@ -260,7 +215,7 @@ async fn a_worker_failing_every_attempt_exceeds_max_restarts() {
     let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
     let sets = record(jobsets.clone(), by_name(name)).await;
     // maxRestarts 1: attempt 0 fails, attempt 1 fails, attempt 2 is one restart too many.
-    let js = in_place_jobset(name, 1, vec![rjob("a", &[]), b_fails(None)]);
+    let js = in_place_jobset(name, 1, vec![agent_rjob("a", &[]), b_fails(None)]);
     jobsets.create(&PostParams::default(), &js).await.unwrap();
     let done = wait_jobset(&jobsets, name, "Completed or Failed", JobSet::finished).await;
     let failed = done.condition(COND_FAILED).expect("a Failed condition");

@@ -31,9 +31,6 @@ use serde_json::{Value, json};
 mod common;
 use common::*;
 
-const SIM: &str = "sim.jobset.x-k8s.io/";
-const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0";
-
 async fn cluster(config: LocalConfig) -> LocalCluster {
     LocalCluster::start(ApiServer::in_memory(), config).await
 }
@@ -105,46 +102,6 @@ fn jobset(name: &str, strategy: &str, max_restarts: i32, rules: Vec<Value>, rjob
         }
     }))
     .unwrap()
-}
-
-/// `RestartAllContainers` on any non-zero exit.
-fn restart_all_on_failure() -> Value {
-    json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}])
-}
-
-/// An in-place restart replicated job (as in `in_place.rs`): one Job of two pods, each with the
-/// real agent as a sidecar (its startup probe is the barrier) and a simulated worker.
-fn agent_rjob(name: &str, sim: &[(&str, &str)]) -> Value {
-    let mut sim = sim.to_vec();
-    sim.push(("duration", "forever"));
-    json!({
-        "name": name, "replicas": 1,
-        "template": {"spec": {
-            "parallelism": 2, "completions": 2, "completionMode": "Indexed",
-            "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
-            "template": {
-                "metadata": {"annotations": annotations(&sim)},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "initContainers": [{
-                        "name": "agent", "image": AGENT_IMAGE, "restartPolicy": "Always",
-                        "restartPolicyRules": restart_all_on_failure(),
-                        "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081},
-                                         "periodSeconds": 1, "failureThreshold": 600},
-                        "env": [
-                            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef":
-                                {"fieldPath": format!("metadata.annotations['{JOBSET_NAME}']")}}},
-                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
-                        ]
-                    }],
-                    "containers": [{
-                        "name": "worker", "image": "busybox", "restartPolicy": "Never",
-                        "restartPolicyRules": restart_all_on_failure()
-                    }]
-                }
-            }
-        }}
-    })
 }
 
 // ---------------------------------------------------------------------------------------------

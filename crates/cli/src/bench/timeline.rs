@@ -17,19 +17,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-/// The flags of every Chromium run: headless (as root too), nothing reaching out to the network.
-const CHROMIUM_FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-];
-
 /// What the benchmark measures (`jobset bench timeline` flags).
 pub struct Options {
     pub pods: i32,
@@ -150,7 +137,7 @@ fn stats(v: &mut [Duration]) -> (f64, f64, f64) {
 async fn chromium(o: &Options, file: &Path, shot: Option<&Path>, dump_dom: bool) -> anyhow::Result<(Duration, String)> {
     let profile = tempfile::tempdir()?;
     let mut cmd = tokio::process::Command::new(&o.chromium);
-    cmd.args(CHROMIUM_FLAGS)
+    cmd.args(jobset_ui::HEADLESS_CHROMIUM_FLAGS)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--window-size={},{}", o.window.0, o.window.1));
     if let Some(s) = shot {

@@ -22,21 +22,8 @@ use tokio::process::Command;
 /// Where Debian installs it; `CHROMIUM` overrides.
 const DEFAULT_BINARY: &str = "/usr/bin/chromium";
 
-/// The flags of every run: headless as root, and nothing that reaches out to the network on its
-/// own (a closed network refuses those connections, which slows the run down).
-const FLAGS: &[&str] = &[
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--enable-logging=stderr",
-    "--v=0",
-];
+/// Console messages on stderr (`CONSOLE(...)` lines), on top of the headless flags.
+const LOGGING: &[&str] = &["--enable-logging=stderr", "--v=0"];
 
 /// A Chromium binary.
 pub struct Chromium {
@@ -126,7 +113,8 @@ impl Chromium {
         let profile = tempfile::tempdir().expect("a profile directory");
         let net_log = profile.path().join("net-log.json");
         let mut cmd = Command::new(&self.binary);
-        cmd.args(FLAGS)
+        cmd.args(jobset_ui::HEADLESS_CHROMIUM_FLAGS)
+            .args(LOGGING)
             .arg(format!("--user-data-dir={}", profile.path().join("profile").display()))
             .arg(format!("--log-net-log={}", net_log.display()))
             .arg(format!("--window-size={},{}", how.window.0, how.window.1))

@@ -153,6 +153,29 @@ pub fn jobset_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// Reads the stdout of a `jobset run --keep` (spawned from [`jobset_command`]) up to its
+/// `export KUBECONFIG=` line: what it printed until then and the kubeconfig's path. The rest of
+/// its stdout is drained in the background. Panics if it ends first or takes longer than
+/// `timeout`.
+pub async fn kept_cluster(run: &mut Child, timeout: Duration) -> (String, String) {
+    let mut lines = BufReader::new(run.stdout.take().expect("a piped stdout")).lines();
+    let found = tokio::time::timeout(timeout, async {
+        let mut seen = String::new();
+        while let Some(l) = lines.next_line().await.unwrap() {
+            if let Some(path) = l.strip_prefix("export KUBECONFIG=") {
+                return (seen, path.to_string());
+            }
+            seen.push_str(&l);
+            seen.push('\n');
+        }
+        panic!("run ended without printing the kubeconfig:\n{seen}")
+    })
+    .await
+    .expect("the kubeconfig line");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    found
+}
+
 /// Runs `jobset ARGS...` to completion; panics if it takes longer than `timeout`.
 pub async fn jobset(args: &[&str], timeout: Duration) -> Output {
     run_to_end(jobset_command(args), timeout).await

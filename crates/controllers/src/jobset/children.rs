@@ -295,6 +295,16 @@ pub(crate) mod fixtures {
     }
 
     impl PodBuilder {
+        /// The pod with its `Ready` condition True.
+        pub fn ready(mut self) -> Self {
+            let c = k8s_openapi::api::core::v1::PodCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            };
+            self.0.status.get_or_insert_default().conditions.get_or_insert_default().push(c);
+            self
+        }
         pub fn label(mut self, k: &str, v: &str) -> Self {
             self.0.metadata.labels.get_or_insert_default().insert(k.into(), v.into());
             self

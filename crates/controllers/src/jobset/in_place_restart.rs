@@ -520,20 +520,9 @@ mod tests {
         assert_eq!(d.malformed, [("p0", "x"), ("p1", "-1")]);
     }
 
-    /// The pod with its `Ready` condition True.
-    fn ready(mut p: PodBuilder) -> PodBuilder {
-        let c = k8s_openapi::api::core::v1::PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        };
-        p.0.status.get_or_insert_default().conditions.get_or_insert_default().push(c);
-        p
-    }
-
     #[test]
     fn the_tally_counts_ready_pods_and_the_lowest_attempt() {
-        let pods: Vec<Pod> = [ready(pod("js", "a").at(1)), ready(pod("js", "b").at(2)), pod("js", "c").at(2)]
+        let pods: Vec<Pod> = [pod("js", "a").at(1).ready(), pod("js", "b").at(2).ready(), pod("js", "c").at(2)]
             .into_iter()
             .map(PodBuilder::obj)
             .collect();
@@ -551,7 +540,7 @@ mod tests {
             pod("js", "x").annotate("x"),
             pod("js", "x").at(4).restart_count("worker", 7),
             pod("js", "x").at(2).phase("Failed"),
-            ready(pod("js", "x").at(3)),
+            pod("js", "x").at(3).ready(),
         ];
         for extra in extras {
             let extra = PodDigest::of(&extra.obj());

@@ -490,17 +490,6 @@ mod tests {
     use jobset_api::jobset::keys::{JOB_RESTART_ATTEMPT, REPLICATED_JOB_RESTART_ATTEMPT};
     use serde_json::json;
 
-    /// The pod with its `Ready` condition True.
-    fn ready(mut p: PodBuilder) -> PodBuilder {
-        let c = k8s_openapi::api::core::v1::PodCondition {
-            type_: "Ready".into(),
-            status: "True".into(),
-            ..Default::default()
-        };
-        p.0.status.get_or_insert_default().conditions.get_or_insert_default().push(c);
-        p
-    }
-
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(s).unwrap()
     }
@@ -735,19 +724,19 @@ mod tests {
             ),
             (
                 "the barrier lifted, not every pod ready",
-                vec![ready(p("x", 1)), ready(p("y", 1)), p("z", 1)],
+                vec![p("x", 1).ready(), p("y", 1).ready(), p("z", 1)],
                 Some(1),
                 [Some(10), Some(10), None],
             ),
             (
                 "every pod ready at the new attempt",
-                vec![ready(p("x", 1)), ready(p("y", 1)), ready(p("z", 1))],
+                vec![p("x", 1).ready(), p("y", 1).ready(), p("z", 1).ready()],
                 Some(1),
                 [Some(10), Some(10), Some(10)],
             ),
             (
                 "ready pods of the old attempt do not count",
-                vec![ready(p("x", 0)), ready(p("y", 0)), ready(p("z", 0))],
+                vec![p("x", 0).ready(), p("y", 0).ready(), p("z", 0).ready()],
                 Some(0),
                 [None; 3],
             ),
@@ -767,7 +756,7 @@ mod tests {
         // Stamped once: a later reconcile keeps the first times.
         let stopped: Vec<Pod> = [p("x", 1), p("y", 1), p("z", 1)].into_iter().map(PodBuilder::obj).collect();
         let up: Vec<Pod> =
-            [ready(p("x", 1)), ready(p("y", 1)), ready(p("z", 1))].into_iter().map(PodBuilder::obj).collect();
+            [p("x", 1).ready(), p("y", 1).ready(), p("z", 1).ready()].into_iter().map(PodBuilder::obj).collect();
         let mut status = in_place_status(Some(0));
         advance(&j, &[], &Tally::of(&stopped), &mut status, at(10));
         status.current_in_place_restart_attempt = Some(1);

@@ -245,3 +245,52 @@ pub async fn wait_job(api: &Api<Job>, name: &str, what: &str, pred: impl Fn(&Job
     .await
     .unwrap_or_else(|_| panic!("timed out waiting for job {name}: {what}"))
 }
+
+/// The in-place restart agent's image, as upstream's manifests name it (any tag runs the agent).
+pub const AGENT_IMAGE: &str = "registry.k8s.io/jobset/in-place-restart-agent:v0.1.0";
+
+/// The prefix of the simulated runtime's pod annotations.
+pub const SIM: &str = "sim.jobset.x-k8s.io/";
+
+/// `RestartAllContainers` on any non-zero exit.
+pub fn restart_all_on_failure() -> Value {
+    json!([{"action": "RestartAllContainers", "exitCodes": {"operator": "NotIn", "values": [0]}}])
+}
+
+/// An in-place restart replicated job: one Job of two pods (the Job fields InPlaceRestart requires), each pod
+/// with the agent as a sidecar (its startup probe is the barrier) and a worker; `sim` are the
+/// pod's simulation annotations (on top of `duration: forever`).
+pub fn agent_rjob(name: &str, sim: &[(&str, &str)]) -> Value {
+    let mut annotations = json!({format!("{SIM}duration"): "forever"});
+    for (k, v) in sim {
+        annotations[format!("{SIM}{k}")] = json!(v);
+    }
+    json!({
+        "name": name, "replicas": 1,
+        "template": {"spec": {
+            "parallelism": 2, "completions": 2, "completionMode": "Indexed",
+            "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
+            "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "initContainers": [{
+                        "name": "agent", "image": AGENT_IMAGE, "restartPolicy": "Always",
+                        "restartPolicyRules": restart_all_on_failure(),
+                        "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": 8081},
+                                         "periodSeconds": 1, "failureThreshold": 600},
+                        "env": [
+                            {"name": "JOBSET_NAME", "valueFrom": {"fieldRef":
+                                {"fieldPath": format!("metadata.annotations['{JOBSET_NAME}']")}}},
+                            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+                        ]
+                    }],
+                    "containers": [{
+                        "name": "worker", "image": "busybox", "restartPolicy": "Never",
+                        "restartPolicyRules": restart_all_on_failure()
+                    }]
+                }
+            }
+        }}
+    })
+}
