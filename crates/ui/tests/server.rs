@@ -215,6 +215,20 @@ async fn a_login_with_the_token_sets_a_strict_http_only_cookie_that_opens_the_da
     let (status, headers, _) = send(&router, Request::post("/ui/logout").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::SEE_OTHER);
     assert!(headers[header::SET_COOKIE].to_str().unwrap().contains("Max-Age=0"));
+
+    // Another site's forms can neither log the browser in (even with a valid token: login CSRF)
+    // nor out.
+    for path in ["/ui/login", "/ui/logout"] {
+        let req = Request::post(path)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header("sec-fetch-site", "cross-site")
+            .header(header::ORIGIN, "https://evil.example")
+            .body(Body::from(format!("token={TOKEN}")))
+            .unwrap();
+        let (status, headers, _) = send(&router, req).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}");
+        assert!(!headers.contains_key(header::SET_COOKIE), "{path}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -97,9 +97,33 @@ fn cookie_safe(token: &str) -> bool {
     !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'))
 }
 
+/// Whether a browser says the request comes from another site: `Sec-Fetch-Site` other than
+/// `same-origin`, else an `Origin` that is not this server (`https://` + `Host`). A request
+/// with neither (curl, a kube client) is no browser's and is not refused. The login and logout
+/// forms change the browser's session, so another site must not submit them (login CSRF would
+/// log the browser in as the attacker; a logout would end the user's session).
+fn cross_site(headers: &HeaderMap) -> bool {
+    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(site) = value("sec-fetch-site") {
+        return site != "same-origin";
+    }
+    match (value("origin"), value("host")) {
+        (Some(origin), Some(host)) => origin != format!("https://{host}"),
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+fn refused() -> Response {
+    (StatusCode::FORBIDDEN, "403 Forbidden: a cross-site request to the web view's login or logout\n").into_response()
+}
+
 /// `POST /ui/login`: with a token the authenticator accepts, the cookie and a redirect to
-/// where the login came from; otherwise 401 and the login page again.
-pub async fn login(State(ui): State<Ui>, Form(form): Form<LoginForm>) -> Response {
+/// where the login came from; otherwise 401 and the login page again. 403 from another site.
+pub async fn login(State(ui): State<Ui>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
+    if cross_site(&headers) {
+        return refused();
+    }
     let next = safe_next(form.next.as_deref());
     let token = form.token.trim();
     if !(ui.auth)(token) {
@@ -123,8 +147,11 @@ pub async fn login(State(ui): State<Ui>, Form(form): Form<LoginForm>) -> Respons
     }
 }
 
-/// `POST /ui/logout`: forgets the cookie, back to the login page.
-pub async fn logout() -> Response {
+/// `POST /ui/logout`: forgets the cookie, back to the login page. 403 from another site.
+pub async fn logout(headers: HeaderMap) -> Response {
+    if cross_site(&headers) {
+        return refused();
+    }
     let cookie = format!("{COOKIE}=; Path={BASE}; HttpOnly; Secure; SameSite=Strict; Max-Age=0");
     let cookie = HeaderValue::from_str(&cookie).expect("a constant cookie is a valid header");
     (StatusCode::SEE_OTHER, [(header::SET_COOKIE, cookie), (header::LOCATION, HeaderValue::from_static("/ui/login"))])
@@ -172,6 +199,48 @@ mod tests {
         assert_eq!(presented(&headers(&[("cookie", "xjobset-ui-token=c4")])), None);
         assert_eq!(presented(&headers(&[("authorization", "Basic Zm9vOmJhcg==")])), None);
         assert_eq!(presented(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_login_or_logout_from_another_site_is_told_by_fetch_metadata_or_origin() {
+        type Headers = &'static [(&'static str, &'static str)];
+        let cases: [(&str, Headers, bool); 8] = [
+            (
+                "the page's own form",
+                &[("sec-fetch-site", "same-origin"), ("origin", "https://127.0.0.1:6443"), ("host", "127.0.0.1:6443")],
+                false,
+            ),
+            (
+                "another site's form",
+                &[("sec-fetch-site", "cross-site"), ("origin", "https://evil.example"), ("host", "127.0.0.1:6443")],
+                true,
+            ),
+            ("a sibling site", &[("sec-fetch-site", "same-site")], true),
+            (
+                "fetch metadata first",
+                &[("sec-fetch-site", "cross-site"), ("origin", "https://127.0.0.1:6443"), ("host", "127.0.0.1:6443")],
+                true,
+            ),
+            (
+                "no fetch metadata, own origin",
+                &[("origin", "https://127.0.0.1:6443"), ("host", "127.0.0.1:6443")],
+                false,
+            ),
+            (
+                "no fetch metadata, other origin",
+                &[("origin", "https://evil.example"), ("host", "127.0.0.1:6443")],
+                true,
+            ),
+            ("an opaque origin", &[("origin", "null"), ("host", "127.0.0.1:6443")], true),
+            ("no browser (curl)", &[("host", "127.0.0.1:6443")], false),
+        ];
+        for (what, pairs, want) in cases {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(*k, HeaderValue::from_str(v).unwrap());
+            }
+            assert_eq!(cross_site(&h), want, "{what}");
+        }
     }
 
     #[test]
