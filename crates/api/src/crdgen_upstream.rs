@@ -77,6 +77,36 @@ const ALLOWED: &[Allowed] = &[
         keyword: "",
         reason: "extension status: the last restarts, their triggers and phase times",
     },
+    Allowed {
+        path: ".status.inPlaceRestarts",
+        keyword: "",
+        reason: "extension status: JobSet-wide in-place restarts while some replicated job restarts in place alone",
+    },
+    Allowed {
+        path: ".status.replicatedJobsStatus[].currentInPlaceRestartAttempt",
+        keyword: "",
+        reason: "extension status: the synced in-place attempt of a replicated job that restarts in place alone",
+    },
+    Allowed {
+        path: ".status.replicatedJobsStatus[].previousInPlaceRestartAttempt",
+        keyword: "",
+        reason: "extension status: the deprecated in-place attempt of a replicated job that restarts in place alone",
+    },
+    Allowed {
+        path: ".status.replicatedJobsStatus[].inPlaceRestarts",
+        keyword: "",
+        reason: "extension status: in-place restarts of the replicated job alone",
+    },
+    Allowed {
+        path: ".status.replicatedJobsStatus[].inPlaceRestartsCountTowardsMax",
+        keyword: "",
+        reason: "extension status: those that count towards maxRestarts",
+    },
+    Allowed {
+        path: ".status.replicatedJobsStatus[].inPlaceRestartJobs",
+        keyword: "",
+        reason: "extension status: the in-place restart state of each Job that restarts in place alone",
+    },
 ];
 
 /// Keywords not compared: documentation, and the children walked separately.

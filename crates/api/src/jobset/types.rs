@@ -356,6 +356,12 @@ pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub restart_history: Vec<RestartRecord>,
+    /// Extension (scoped in-place restart): JobSet-wide in-place restarts, counted only while the
+    /// failure policy restarts some replicated job in place by itself (otherwise, as upstream,
+    /// the attempts themselves tell the count and this stays 0). Counts towards `maxRestarts`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(min = 0))]
+    pub in_place_restarts: i32,
 }
 
 /// Extension: what a restart restarted.
@@ -502,6 +508,51 @@ pub struct ReplicatedJobStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub failed_job_indexes: Vec<i32>,
+    /// Extension (scoped in-place restart, `RestartReplicatedJob*` under `InPlaceRestart`): every
+    /// pod of this replicated job is at this in-place restart attempt; its agents lift their
+    /// barriers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub current_in_place_restart_attempt: Option<i32>,
+    /// Extension: pods of this replicated job at or below this attempt restart in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub previous_in_place_restart_attempt: Option<i32>,
+    /// Extension: in-place restarts of this replicated job alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_place_restarts: i32,
+    /// Extension: those of [`Self::in_place_restarts`] that count towards `maxRestarts`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub in_place_restarts_count_towards_max: i32,
+    /// Extension (scoped in-place restart, `RestartJob*` under `InPlaceRestart`): the in-place
+    /// restart state of each Job of this replicated job that restarted in place alone, by index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 1024), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["jobIndex"]))]
+    pub in_place_restart_jobs: Vec<JobInPlaceRestartStatus>,
+}
+
+/// Extension: the in-place restart state of one Job (its pods), for `RestartJob*` rules under
+/// `InPlaceRestart`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobInPlaceRestartStatus {
+    /// The Job's index (label `jobset.sigs.k8s.io/job-index`).
+    #[schemars(range(min = 0))]
+    pub job_index: i32,
+    /// Every pod of this Job is at this attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub current_in_place_restart_attempt: Option<i32>,
+    /// Pods of this Job at or below this attempt restart in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub previous_in_place_restart_attempt: Option<i32>,
+    /// In-place restarts of this Job alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts: i32,
+    /// Those of `restarts` that count towards `maxRestarts`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub restarts_count_towards_max: i32,
 }
 
 impl JobSet {
