@@ -148,6 +148,12 @@ pub fn replicated_job_statuses(
                 s.restarts = p.restarts;
                 s.restarts_count_towards_max = p.restarts_count_towards_max;
                 s.failed_job_indexes = p.failed_job_indexes.clone();
+                // Scoped in-place restart state: pods keep their attempts across recreations.
+                s.current_in_place_restart_attempt = p.current_in_place_restart_attempt;
+                s.previous_in_place_restart_attempt = p.previous_in_place_restart_attempt;
+                s.in_place_restarts = p.in_place_restarts;
+                s.in_place_restarts_count_towards_max = p.in_place_restarts_count_towards_max;
+                s.in_place_restart_jobs = p.in_place_restart_jobs.clone();
             }
             let mine = |list: &[Child]| list.iter().filter(|x| x.rjob == Some(rj.name.as_str())).count() as i32;
             s.succeeded = mine(&c.successful);
@@ -466,5 +472,35 @@ mod tests {
             (vec![1, 0, 0], 2, vec![1])
         );
         assert!(replicated_job_statuses(&js, &c, &old, false)[0].job_restarts.is_empty());
+    }
+
+    #[test]
+    fn scoped_in_place_restart_state_is_carried_over_with_or_without_job_restarts() {
+        let jobs = vec![jobset_api::jobset::JobInPlaceRestartStatus {
+            job_index: 2,
+            current_in_place_restart_attempt: Some(4),
+            previous_in_place_restart_attempt: Some(3),
+            restarts: 2,
+            restarts_count_towards_max: 1,
+        }];
+        let old = vec![ReplicatedJobStatus {
+            name: "w".into(),
+            ready: 3,
+            restarts: 1,
+            current_in_place_restart_attempt: Some(5),
+            previous_in_place_restart_attempt: Some(4),
+            in_place_restarts: 3,
+            in_place_restarts_count_towards_max: 2,
+            in_place_restart_jobs: jobs,
+            ..Default::default()
+        }];
+        // A recreation of `w` is under way: none of its Jobs exists.
+        let js = jobset(0, vec![]);
+        for keep_job_restarts in [true, false] {
+            let s = replicated_job_statuses(&js, &Classified::default(), &old, keep_job_restarts);
+            let w = s.iter().find(|s| s.name == "w").unwrap();
+            let want = ReplicatedJobStatus { ready: 0, ..old[0].clone() };
+            assert_eq!(w, &want, "keep_job_restarts {keep_job_restarts}");
+        }
     }
 }

@@ -64,7 +64,7 @@ pub fn find_rule<'r, 'a, 'b>(
 }
 
 /// Restarts that count towards `maxRestarts`: the JobSet's own, each replicated job's and each
-/// Job's.
+/// Job's, recreated or (scoped in-place restart, whose counters stay 0 otherwise) in place.
 pub fn counted_restarts(status: &jobset_api::jobset::JobSetStatus) -> i64 {
     let per_rj: i64 = status
         .replicated_jobs_status
@@ -72,13 +72,32 @@ pub fn counted_restarts(status: &jobset_api::jobset::JobSetStatus) -> i64 {
         .map(|s| {
             s.restarts_count_towards_max as i64
                 + s.job_restarts_count_towards_max.iter().map(|&x| x as i64).sum::<i64>()
+                + s.in_place_restarts_count_towards_max as i64
+                + s.in_place_restart_jobs.iter().map(|j| j.restarts_count_towards_max as i64).sum::<i64>()
         })
         .sum();
-    status.restarts_count_towards_max as i64 + per_rj
+    status.restarts_count_towards_max as i64 + status.in_place_restarts as i64 + per_rj
 }
 
-fn with_job(base: &str, job: &str) -> String {
+/// `<base> (first failed job: <job>)`, as upstream's messages name the failed Job.
+pub fn with_job(base: &str, job: &str) -> String {
     format!("{base} (first failed job: {job})")
+}
+
+/// The event (reason, message) of a restart action, as the failure policy emits it.
+pub fn restart_event(action: FailurePolicyAction) -> Option<(&'static str, &'static str)> {
+    use FailurePolicyAction::*;
+    Some(match action {
+        RestartJobSet => (REASON_RESTART_JOBSET_ACTION, MSG_RESTART_JOBSET_ACTION),
+        RestartJobSetAndIgnoreMaxRestarts => (REASON_RESTART_JOBSET_IGNORE_ACTION, MSG_RESTART_JOBSET_IGNORE_ACTION),
+        RestartJob => (REASON_RESTART_JOB_ACTION, MSG_RESTART_JOB_ACTION),
+        RestartJobAndIgnoreMaxRestarts => (REASON_RESTART_JOB_IGNORE_ACTION, MSG_RESTART_JOB_IGNORE_ACTION),
+        RestartReplicatedJob => (REASON_RESTART_REPLICATED_JOB_ACTION, MSG_RESTART_REPLICATED_JOB_ACTION),
+        RestartReplicatedJobAndIgnoreMaxRestarts => {
+            (REASON_RESTART_REPLICATED_JOB_IGNORE_ACTION, MSG_RESTART_REPLICATED_JOB_IGNORE_ACTION)
+        }
+        FailJobSet | FailJob => return None,
+    })
 }
 
 /// Fails the JobSet: `Failed=True`, `terminalState: Failed`, `RestartingJobSet=False`.
@@ -89,7 +108,8 @@ pub fn fail(u: &mut Update, reason: &str, message: String) {
     u.set(Cond::new(COND_RESTARTING, false, REASON_JOBSET_FAILED, MSG_JOBSET_FAILED));
 }
 
-fn rj_status<'s>(u: &'s mut Update, js: &JobSet, rjob: &str) -> Result<&'s mut ReplicatedJobStatus, String> {
+/// The status entry of replicated job `rjob`, added when absent.
+pub fn rj_status<'s>(u: &'s mut Update, js: &JobSet, rjob: &str) -> Result<&'s mut ReplicatedJobStatus, String> {
     if js.replicated_job(rjob).is_none() {
         return Err(format!("replicated job {rjob} is not in the JobSet spec"));
     }
@@ -451,6 +471,59 @@ mod tests {
             let p = json!({"maxRestarts": 1, "rules": [{"name": "r", "action": action}]});
             let (_, conds, _) = run(&js(p), JobSetStatus::default(), &failed);
             assert_eq!(conds.iter().any(|c| c.0 == "RestartingJobSet"), restarting, "{action}");
+        }
+    }
+
+    #[test]
+    fn scoped_in_place_restarts_spend_the_budget_of_recreations_too() {
+        use jobset_api::jobset::{JobInPlaceRestartStatus, ReplicatedJobStatus};
+        let failed = [job("js", "workers", 1).failed("BackoffLimitExceeded", 1).obj()];
+        let job_entry = |n: i32| JobInPlaceRestartStatus {
+            job_index: 0,
+            restarts: 3,
+            restarts_count_towards_max: n,
+            ..Default::default()
+        };
+        let rj = |counted: i32, jobs: Vec<JobInPlaceRestartStatus>| ReplicatedJobStatus {
+            name: "workers".into(),
+            in_place_restarts: 3,
+            in_place_restarts_count_towards_max: counted,
+            in_place_restart_jobs: jobs,
+            ..Default::default()
+        };
+        // (case, status, counted restarts)
+        let cases = [
+            ("the JobSet's", JobSetStatus { in_place_restarts: 2, ..Default::default() }, 2),
+            (
+                "a replicated job's",
+                JobSetStatus { replicated_jobs_status: vec![rj(2, vec![])], ..Default::default() },
+                2,
+            ),
+            (
+                "a Job's",
+                JobSetStatus { replicated_jobs_status: vec![rj(0, vec![job_entry(2)])], ..Default::default() },
+                2,
+            ),
+            (
+                "of every level",
+                JobSetStatus {
+                    in_place_restarts: 1,
+                    replicated_jobs_status: vec![rj(1, vec![job_entry(1)])],
+                    ..Default::default()
+                },
+                3,
+            ),
+            (
+                "the uncounted ones are not",
+                JobSetStatus { replicated_jobs_status: vec![rj(1, vec![job_entry(0)])], ..Default::default() },
+                1,
+            ),
+        ];
+        for (case, status, counted) in cases {
+            assert_eq!(counted_restarts(&status), counted, "{case}");
+            let p = json!({"maxRestarts": 2, "rules": [{"name": "r", "action": "RestartJob"}]});
+            let (s, _, _) = run(&js(p), status.clone(), &failed);
+            assert_eq!(s.terminal_state == "Failed", counted >= 2, "{case}");
         }
     }
 

@@ -19,11 +19,18 @@
 //! in-place restart (the `AllContainersRestarting` condition's last transition) is left over from
 //! before it: the kubelet keeps it until the container runs again, which behind the barrier is
 //! only after `current` moved on, so counting it would deprecate every new attempt at once.
+//!
+//! Extension (scoped in-place restart, [`decide_scoped`]): when a failure-policy rule restarts a
+//! replicated job (`RestartReplicatedJob*`) or its Jobs (`RestartJob*`) and in-place failures
+//! apply to it ([`kind`]), that replicated job (or each of its Jobs) keeps its own current and
+//! previous attempts in `replicatedJobsStatus`, decided from its own pods' counts, and restarts
+//! in place without the others. The JobSet's attempts still cover every pod: at startup and in a
+//! JobSet-wide restart every pod waits for all the others, as upstream.
 
 use std::collections::BTreeMap;
 
-use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
-use jobset_api::jobset::{JobSet, JobSetStatus};
+use jobset_api::jobset::keys::{IN_PLACE_RESTART_ATTEMPT, JOB_INDEX, REPLICATED_JOB_NAME};
+use jobset_api::jobset::{FailurePolicyAction, FailurePolicyRule, JobSet, JobSetStatus, RestartScope, RestartStrategy};
 use k8s_openapi::api::core::v1::Pod;
 
 /// The kubelet's pod condition while it restarts every container of a pod (KEP-5532).
@@ -60,21 +67,81 @@ pub struct PodDigest {
     worker_failed: bool,
     /// The pod's `Ready` condition is True (the restart record's `runningAt`, in place).
     ready: bool,
+    /// The pod's replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`).
+    rjob: Option<String>,
+    /// The pod's Job index (label `jobset.sigs.k8s.io/job-index`).
+    index: Option<i32>,
 }
 
-/// Counts over a JobSet's pods, kept up to date as pod events arrive (the pod index adds and
-/// removes each pod's [`PodDigest`]), so a reconcile decides without reading thousands of pods:
-/// in a group restart the controller reconciles for every burst of their events.
+/// Counts over some pods (not Failed, with a well-formed annotation) by attempt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Tally {
-    /// restartCount (the highest of each pod's containers) → pods.
-    restart_counts: BTreeMap<i32, usize>,
-    /// Attempt → pods at it (pods not Failed, with a well-formed annotation).
+pub struct Counts {
+    /// Attempt → pods at it.
     attempts: BTreeMap<i32, usize>,
     /// Attempt → pods at it with a failed worker.
     failed_workers: BTreeMap<i32, usize>,
     /// Attempt → pods at it that are Ready.
     ready: BTreeMap<i32, usize>,
+}
+
+impl Counts {
+    fn apply(&mut self, attempt: i32, worker_failed: bool, ready: bool, add: bool) {
+        count(&mut self.attempts, attempt, add);
+        if worker_failed {
+            count(&mut self.failed_workers, attempt, add);
+        }
+        if ready {
+            count(&mut self.ready, attempt, add);
+        }
+    }
+
+    /// The lowest attempt any of the pods is at.
+    pub fn lowest(&self) -> Option<i32> {
+        self.attempts.first_key_value().map(|(a, _)| *a)
+    }
+
+    /// The highest attempt any of the pods is at.
+    pub fn newest(&self) -> Option<i32> {
+        self.attempts.last_key_value().map(|(a, _)| *a)
+    }
+
+    /// The attempt the pods are all at, if there are `expected` of them and they are.
+    fn in_sync(&self, expected: i64) -> Option<i32> {
+        let annotated: usize = self.attempts.values().sum();
+        (self.attempts.len() == 1 && annotated as i64 == expected).then(|| self.newest()).flatten()
+    }
+
+    /// Whether a pod at `attempt` shows a failed worker.
+    pub fn worker_failed_at(&self, attempt: i32) -> bool {
+        self.failed_workers.contains_key(&attempt)
+    }
+
+    /// The Ready pods at `attempt`.
+    pub fn ready_at(&self, attempt: i32) -> usize {
+        self.ready.get(&attempt).copied().unwrap_or(0)
+    }
+
+    /// Whether a pod is at an attempt strictly between `above` (none: any) and `below`.
+    fn any_between(&self, above: Option<i32>, below: i32) -> bool {
+        self.attempts.range(..below).next_back().is_some_and(|(a, _)| Some(*a) > above)
+    }
+}
+
+/// Counts over a JobSet's pods, kept up to date as pod events arrive (the pod index adds and
+/// removes each pod's [`PodDigest`]), so a reconcile decides without reading thousands of pods:
+/// in a group restart the controller reconciles for every burst of their events. Besides the
+/// JobSet-wide counts it keeps those of each replicated job and of each Job, which a scoped
+/// in-place restart decides from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// restartCount (the highest of each pod's containers) → pods.
+    restart_counts: BTreeMap<i32, usize>,
+    /// Every pod of the JobSet.
+    all: Counts,
+    /// The pods of each replicated job.
+    by_rjob: BTreeMap<String, Counts>,
+    /// The pods of each Job, by replicated job and index.
+    by_job: BTreeMap<(String, i32), Counts>,
     /// Pod → its malformed annotation.
     malformed: BTreeMap<String, String>,
 }
@@ -99,11 +166,27 @@ impl PodDigest {
                 let name = || p.metadata.name.clone().unwrap_or_default();
                 v.parse::<i32>().ok().filter(|a| *a >= 0).ok_or_else(|| (name(), v.clone()))
             });
+        let label = |k: &str| p.metadata.labels.as_ref()?.get(k);
         PodDigest {
             restart_count: restart_count(p),
             worker_failed: matches!(attempt, Some(Ok(_))) && worker_failed(p),
             ready: pod_ready(p),
             attempt,
+            rjob: label(REPLICATED_JOB_NAME).filter(|r| !r.is_empty()).cloned(),
+            index: label(JOB_INDEX).and_then(|i| i.parse().ok()),
+        }
+    }
+}
+
+/// Applies a pod's counts to a sub-tally, dropping it once it counts no pod (so that a tally's
+/// pods removed leave it equal to one that never had them).
+fn apply_sub<K: Ord>(m: &mut BTreeMap<K, Counts>, key: K, d: &PodDigest, attempt: i32, add: bool) {
+    if add {
+        m.entry(key).or_default().apply(attempt, d.worker_failed, d.ready, true);
+    } else if let Some(c) = m.get_mut(&key) {
+        c.apply(attempt, d.worker_failed, d.ready, false);
+        if c.attempts.is_empty() {
+            m.remove(&key);
         }
     }
 }
@@ -120,12 +203,12 @@ impl Tally {
         count(&mut self.restart_counts, d.restart_count, add);
         match &d.attempt {
             Some(Ok(a)) => {
-                count(&mut self.attempts, *a, add);
-                if d.worker_failed {
-                    count(&mut self.failed_workers, *a, add);
-                }
-                if d.ready {
-                    count(&mut self.ready, *a, add);
+                self.all.apply(*a, d.worker_failed, d.ready, add);
+                if let Some(rjob) = &d.rjob {
+                    apply_sub(&mut self.by_rjob, rjob.clone(), d, *a, add);
+                    if let Some(i) = d.index {
+                        apply_sub(&mut self.by_job, (rjob.clone(), i), d, *a, add);
+                    }
                 }
             }
             Some(Err((pod, v))) if add => {
@@ -142,17 +225,26 @@ impl Tally {
 impl Tally {
     /// The lowest attempt any (not Failed, well-annotated) pod is at.
     pub fn lowest_attempt(&self) -> Option<i32> {
-        self.attempts.first_key_value().map(|(a, _)| *a)
+        self.all.lowest()
     }
 
     /// Whether a pod at `attempt` shows a failed worker.
     pub fn worker_failed_at(&self, attempt: i32) -> bool {
-        self.failed_workers.contains_key(&attempt)
+        self.all.worker_failed_at(attempt)
     }
 
     /// The Ready pods at `attempt`.
     pub fn ready_at(&self, attempt: i32) -> usize {
-        self.ready.get(&attempt).copied().unwrap_or(0)
+        self.all.ready_at(attempt)
+    }
+
+    /// The counts of a replicated job's pods (`index` none) or of one of its Jobs' (none when no
+    /// such pod is counted).
+    pub fn scope(&self, rjob: &str, index: Option<i32>) -> Option<&Counts> {
+        match index {
+            None => self.by_rjob.get(rjob),
+            Some(i) => self.by_job.get(&(rjob.to_string(), i)),
+        }
     }
 }
 
@@ -180,7 +272,7 @@ pub fn decide<'t>(js: &JobSet, tally: &'t Tally) -> Result<Decision<'t>, String>
     }
     let malformed = tally.malformed.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
     let mut d = Decision { outcome: Outcome::Unchanged, malformed };
-    let max = tally.attempts.last_key_value().map_or(0, |(a, _)| *a);
+    let max = tally.all.newest().unwrap_or(0);
     // In-place attempts include the JobSet restarts that recreated the pods; those that did not
     // count towards maxRestarts do not count here either.
     let not_counted = i64::from(status.restarts) - i64::from(status.restarts_count_towards_max);
@@ -190,16 +282,15 @@ pub fn decide<'t>(js: &JobSet, tally: &'t Tally) -> Result<Decision<'t>, String>
     }
 
     let total = expected_pods(js)?;
-    let annotated: usize = tally.attempts.values().sum();
     // The attempt every pod is at, if they all are at the same one.
-    let in_sync = (tally.attempts.len() == 1 && annotated as i64 == total).then_some(max);
+    let in_sync = tally.all.in_sync(total);
     if let Some(a) = in_sync
         && current != Some(a)
     {
         d.outcome = Outcome::Current(a);
         return Ok(d);
     }
-    let current_failed = current.is_some_and(|c| tally.failed_workers.contains_key(&c));
+    let current_failed = current.is_some_and(|c| tally.all.worker_failed_at(c));
     // Upstream: out of sync, past the initial startup (some pod beyond attempt 0).
     let behind_newest = (in_sync.is_none() && max > 0).then(|| max - 1);
     d.outcome = match behind_newest.max(current.filter(|_| current_failed)) {
@@ -207,6 +298,330 @@ pub fn decide<'t>(js: &JobSet, tally: &'t Tally) -> Result<Decision<'t>, String>
         _ => Outcome::Unchanged,
     };
     Ok(d)
+}
+
+/// The scope a replicated job restarts in place in, from the failure policy: the first rule (in
+/// spec order) with neither `onJobFailureReasons` nor `onJobFailureMessagePatterns` (an in-place
+/// failure has no Job failure reason or message) whose `targetReplicatedJobs` is empty or names
+/// the replicated job. `RestartReplicatedJob*` restarts the replicated job alone, `RestartJob*`
+/// each Job alone; any other action, or no such rule, the whole JobSet (the rule is not applied,
+/// as upstream applies no rule to in-place restarts).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Kind<'j> {
+    pub scope: RestartScope,
+    /// The rule that restarts the replicated job (scope `ReplicatedJob`) or its Jobs (scope `Job`).
+    pub rule: Option<&'j FailurePolicyRule>,
+}
+
+impl Kind<'_> {
+    /// The action a restart of this kind takes (`RestartJobSet` for the whole JobSet).
+    pub fn action(&self) -> FailurePolicyAction {
+        self.rule.map_or(FailurePolicyAction::RestartJobSet, |r| r.action)
+    }
+
+    /// Whether a restart of this kind counts towards `maxRestarts`.
+    pub fn counted(&self) -> bool {
+        !matches!(
+            self.action(),
+            FailurePolicyAction::RestartJobAndIgnoreMaxRestarts
+                | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts
+        )
+    }
+}
+
+/// The [`Kind`] of replicated job `rjob`.
+pub fn kind<'j>(js: &'j JobSet, rjob: &str) -> Kind<'j> {
+    let rules = js.spec.failure_policy.as_ref().map(|f| f.rules.as_slice()).unwrap_or_default();
+    let rule = rules.iter().find(|r| {
+        r.on_job_failure_reasons.is_empty()
+            && r.on_job_failure_message_patterns.is_empty()
+            && (r.target_replicated_jobs.is_empty() || r.target_replicated_jobs.iter().any(|t| t == rjob))
+    });
+    let scope = match rule.map(|r| r.action) {
+        Some(
+            FailurePolicyAction::RestartReplicatedJob | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts,
+        ) => RestartScope::ReplicatedJob,
+        Some(FailurePolicyAction::RestartJob | FailurePolicyAction::RestartJobAndIgnoreMaxRestarts) => {
+            RestartScope::Job
+        }
+        _ => return Kind { scope: RestartScope::JobSet, rule: None },
+    };
+    Kind { scope, rule }
+}
+
+/// Scoped mode: `restartStrategy: InPlaceRestart` and some replicated job restarts in place
+/// alone (or Job by Job). Without it, in-place restart is upstream's ([`decide`]).
+pub fn scoped(js: &JobSet) -> bool {
+    js.restart_strategy() == RestartStrategy::InPlaceRestart
+        && js.spec.replicated_jobs.iter().any(|rj| kind(js, &rj.name).scope != RestartScope::JobSet)
+}
+
+/// The highest attempt number the status names (the JobSet's, every replicated job's and every
+/// Job's current and previous attempts): an agent without an attempt announces one more.
+pub fn global_max(status: &JobSetStatus) -> Option<i32> {
+    let rjobs = status.replicated_jobs_status.iter().flat_map(|s| {
+        let jobs = s.in_place_restart_jobs.iter();
+        [s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt]
+            .into_iter()
+            .chain(jobs.flat_map(|j| [j.current_in_place_restart_attempt, j.previous_in_place_restart_attempt]))
+    });
+    [status.current_in_place_restart_attempt, status.previous_in_place_restart_attempt]
+        .into_iter()
+        .chain(rjobs)
+        .flatten()
+        .max()
+}
+
+/// A scope of a scoped in-place restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope<'j> {
+    JobSet,
+    ReplicatedJob(&'j str),
+    /// A Job: its replicated job and index.
+    Job(&'j str, i32),
+}
+
+/// A scope's attempts: `current` (its pods lift their barriers at it) and `previous` (its pods
+/// at or below it restart in place).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Attempts {
+    pub current: Option<i32>,
+    pub previous: Option<i32>,
+}
+
+/// A restart of one scope in place.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopedRestart<'j> {
+    /// The scope's new `previousInPlaceRestartAttempt`.
+    pub previous: i32,
+    /// A worker failed (else an agent moved its pod past the scope's pods).
+    pub worker_failed: bool,
+    /// The attempt of the pods that set it off: the failed worker's pod is at it, the agent
+    /// moved its pod past it.
+    pub trigger_attempt: i32,
+    /// The Job of the pod that set it off (the first by spec order and index).
+    pub job: String,
+    /// The replicated jobs whose pods may have set it off.
+    pub trigger_rjobs: Vec<&'j str>,
+    pub kind: Kind<'j>,
+}
+
+/// One change of a scope's attempts, in the order decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change<'j> {
+    /// Every pod of the scope is at this attempt: its `currentInPlaceRestartAttempt`.
+    Current(Scope<'j>, i32),
+    Restart(Scope<'j>, ScopedRestart<'j>),
+}
+
+/// What the pods say in scoped mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopedDecision<'j, 't> {
+    pub changes: Vec<Change<'j>>,
+    /// A container restarted more than `maxRestarts` times while every scoped rule counts
+    /// towards it: the JobSet fails (upstream's check, kept where no restart is free).
+    pub restart_count_exceeded: bool,
+    /// As [`Decision::malformed`].
+    pub malformed: Vec<(&'t str, &'t str)>,
+}
+
+/// Rules 1–3 of one scope (a replicated job or a Job), over its pods' counts and `expected` pods:
+/// its `current` when its pods are in sync past its deprecated attempt (and not at the JobSet's
+/// current, which covers them already), and a restart when a pod of it shows a failed worker at
+/// a settled attempt or an agent moved past some of its pods that are not deprecated.
+fn scope_step(
+    counts: Option<&Counts>,
+    expected: i64,
+    js: Attempts,
+    x: &mut Attempts,
+) -> (Option<i32>, Option<(i32, bool, i32)>) {
+    let Some(counts) = counts else { return (None, None) };
+    let deprecated = js.previous.max(x.previous);
+    let mut synced = None;
+    if let Some(a) = counts.in_sync(expected)
+        && Some(a) > deprecated
+        && x.current != Some(a)
+        && js.current != Some(a)
+    {
+        x.current = Some(a);
+        synced = Some(a);
+    }
+    (synced, trigger(counts, counts, [x.current, js.current], deprecated).inspect(|(p, _, _)| x.previous = Some(*p)))
+}
+
+/// Rules 2 and 3: a failed worker of `own` at a settled attempt above `deprecated` restarts every
+/// pod of `scope` (up to its newest attempt); a pod of `own` whose agent moved past pods of
+/// `scope` that are not deprecated restarts those. Answers (previous, worker failed, the trigger's
+/// attempt).
+fn trigger(
+    own: &Counts,
+    scope: &Counts,
+    settled: [Option<i32>; 2],
+    deprecated: Option<i32>,
+) -> Option<(i32, bool, i32)> {
+    let failed = settled.into_iter().flatten().find(|s| Some(*s) > deprecated && own.worker_failed_at(*s));
+    let by_failure = failed.and_then(|s| Some((scope.newest()?.max(s), s)));
+    let newest = own.newest();
+    let by_move = newest.filter(|n| scope.any_between(deprecated, *n)).map(|n| n - 1);
+    match (by_failure, by_move) {
+        (Some((p, s)), m) => Some((p.max(m.unwrap_or(p)), true, s)),
+        (None, Some(m)) => Some((m, false, m)),
+        (None, None) => None,
+    }
+}
+
+/// The counts of several replicated jobs' pods together.
+fn merged<'c>(parts: impl IntoIterator<Item = &'c Counts>) -> Counts {
+    let mut out = Counts::default();
+    for c in parts {
+        for (m, from) in
+            [(&mut out.attempts, &c.attempts), (&mut out.failed_workers, &c.failed_workers), (&mut out.ready, &c.ready)]
+        {
+            for (a, n) in from {
+                *m.entry(*a).or_default() += n;
+            }
+        }
+    }
+    out
+}
+
+/// The first Job (spec order, then index) among `rjobs` with a pod that `hit` picks.
+fn first_job(js: &JobSet, tally: &Tally, rjobs: &[&str], hit: impl Fn(&Counts) -> bool) -> String {
+    let found = rjobs.iter().find_map(|r| {
+        tally
+            .by_job
+            .range((r.to_string(), i32::MIN)..=(r.to_string(), i32::MAX))
+            .find(|(_, c)| hit(c))
+            .map(|((r, i), _)| (r.clone(), *i))
+    });
+    // Pods without a job-index label: the replicated job's first Job.
+    let (r, i) = found.unwrap_or_else(|| (rjobs.first().map(|r| r.to_string()).unwrap_or_default(), 0));
+    jobset_api::jobset::job_name(js.name(), &r, i)
+}
+
+/// The Job a restart names: that of a failed worker at `trigger_attempt`, else of a pod at the
+/// newest attempt.
+fn culprit(js: &JobSet, tally: &Tally, rjobs: &[&str], worker_failed: bool, trigger_attempt: i32) -> String {
+    if worker_failed {
+        first_job(js, tally, rjobs, |c| c.worker_failed_at(trigger_attempt))
+    } else {
+        first_job(js, tally, rjobs, |c| c.newest() > Some(trigger_attempt))
+    }
+}
+
+/// The pods of a replicated job (replicas × parallelism), or of one of its Jobs (`per_job`:
+/// parallelism).
+pub fn scope_pods(rj: &jobset_api::jobset::ReplicatedJob, per_job: bool) -> i64 {
+    let parallelism = i64::from(rj.template.parallelism().unwrap_or(1));
+    if per_job { parallelism } else { i64::from(rj.replicas) * parallelism }
+}
+
+/// Scoped mode's decision (the design's rules 1–3 and 5, see docs/in-place-restart.md): the JobSet
+/// scope first, in sync as upstream over every pod. While it is not in sync at its newest attempt
+/// (startup, a JobSet-wide restart) it is the only scope and upstream's algorithm decides;
+/// otherwise it restarts only for the pods of replicated jobs that restart with the JobSet, and
+/// then each replicated job that restarts alone, and each Job of each replicated job that
+/// restarts Job by Job, decides over its own pods. Each scope sees the changes decided before
+/// it, so a scope whose pods a wider restart deprecates does not also restart.
+pub fn decide_scoped<'j, 't>(js: &'j JobSet, tally: &'t Tally) -> Result<ScopedDecision<'j, 't>, String> {
+    let policy = js.spec.failure_policy.as_ref();
+    let max_restarts = policy.map(|f| f.max_restarts).unwrap_or(0);
+    let none = JobSetStatus::default();
+    let status = js.status.as_ref().unwrap_or(&none);
+    let kinds: Vec<(&'j jobset_api::jobset::ReplicatedJob, Kind<'j>)> =
+        js.spec.replicated_jobs.iter().map(|rj| (rj, kind(js, &rj.name))).collect();
+    let free = kinds.iter().any(|(_, k)| k.scope != RestartScope::JobSet && !k.counted());
+    let restart_count_exceeded =
+        !free && tally.restart_counts.last_key_value().is_some_and(|(rc, _)| *rc > max_restarts);
+    let malformed = tally.malformed.iter().map(|(p, v)| (p.as_str(), v.as_str())).collect();
+    let mut changes = vec![];
+
+    // The JobSet: in sync as upstream.
+    let mut jsa = Attempts {
+        current: status.current_in_place_restart_attempt,
+        previous: status.previous_in_place_restart_attempt,
+    };
+    if let Some(a) = tally.all.in_sync(expected_pods(js)?)
+        && jsa.current != Some(a)
+    {
+        jsa.current = Some(a);
+        changes.push(Change::Current(Scope::JobSet, a));
+    }
+    let kind = Kind { scope: RestartScope::JobSet, rule: None };
+    let every: Vec<&str> = kinds.iter().map(|(rj, _)| rj.name.as_str()).collect();
+    // Until every pod is in sync at the JobSet's newest attempt (at startup, in a JobSet-wide
+    // restart), the JobSet is one scope, upstream's: every pod waits for all the others, and a
+    // pod moving past some that are not deprecated (a new pod announcing) restarts them all.
+    if jsa.current <= jsa.previous {
+        if let Some((previous, worker_failed, at)) = trigger(&tally.all, &tally.all, [None, None], jsa.previous) {
+            let job = culprit(js, tally, &every, worker_failed, at);
+            let r = ScopedRestart { previous, worker_failed, trigger_attempt: at, job, trigger_rjobs: every, kind };
+            changes.push(Change::Restart(Scope::JobSet, r));
+        }
+        return Ok(ScopedDecision { changes, restart_count_exceeded, malformed });
+    }
+    // Then the JobSet restarts (every pod) for a failed worker at its current attempt of a pod
+    // that restarts with the JobSet, or for such a pod's agent moving past pods not deprecated.
+    let whole: Vec<&str> =
+        kinds.iter().filter(|(_, k)| k.scope == RestartScope::JobSet).map(|(rj, _)| rj.name.as_str()).collect();
+    let own = merged(whole.iter().filter_map(|r| tally.by_rjob.get(*r)));
+    if let Some((previous, worker_failed, at)) = trigger(&own, &tally.all, [jsa.current, None], jsa.previous) {
+        let job = culprit(js, tally, &whole, worker_failed, at);
+        let r = ScopedRestart { previous, worker_failed, trigger_attempt: at, job, trigger_rjobs: whole, kind };
+        changes.push(Change::Restart(Scope::JobSet, r));
+        // Every pod is deprecated: no scope restarts on its own as well.
+        return Ok(ScopedDecision { changes, restart_count_exceeded, malformed });
+    }
+
+    for (rj, k) in kinds.iter().filter(|(_, k)| k.scope == RestartScope::ReplicatedJob) {
+        let name = rj.name.as_str();
+        let old = status.replicated_jobs_status.iter().find(|s| s.name == name);
+        let mut x = old.map_or_else(Attempts::default, |s| Attempts {
+            current: s.current_in_place_restart_attempt,
+            previous: s.previous_in_place_restart_attempt,
+        });
+        let (synced, restart) = scope_step(tally.by_rjob.get(name), scope_pods(rj, false), jsa, &mut x);
+        changes.extend(synced.map(|a| Change::Current(Scope::ReplicatedJob(name), a)));
+        if let Some((previous, worker_failed, at)) = restart {
+            let job = culprit(js, tally, &[name], worker_failed, at);
+            let r = ScopedRestart {
+                previous,
+                worker_failed,
+                trigger_attempt: at,
+                job,
+                trigger_rjobs: vec![name],
+                kind: *k,
+            };
+            changes.push(Change::Restart(Scope::ReplicatedJob(name), r));
+        }
+    }
+
+    for (rj, k) in kinds.iter().filter(|(_, k)| k.scope == RestartScope::Job) {
+        let name = rj.name.as_str();
+        let old = status.replicated_jobs_status.iter().find(|s| s.name == name);
+        for i in 0..rj.replicas {
+            let entry = old.and_then(|s| s.in_place_restart_jobs.iter().find(|j| j.job_index == i));
+            let mut x = entry.map_or_else(Attempts::default, |j| Attempts {
+                current: j.current_in_place_restart_attempt,
+                previous: j.previous_in_place_restart_attempt,
+            });
+            let (synced, restart) = scope_step(tally.scope(name, Some(i)), scope_pods(rj, true), jsa, &mut x);
+            changes.extend(synced.map(|a| Change::Current(Scope::Job(name, i), a)));
+            if let Some((previous, worker_failed, at)) = restart {
+                let job = jobset_api::jobset::job_name(js.name(), name, i);
+                let r = ScopedRestart {
+                    previous,
+                    worker_failed,
+                    trigger_attempt: at,
+                    job,
+                    trigger_rjobs: vec![name],
+                    kind: *k,
+                };
+                changes.push(Change::Restart(Scope::Job(name, i), r));
+            }
+        }
+    }
+    Ok(ScopedDecision { changes, restart_count_exceeded, malformed })
 }
 
 fn phase(p: &Pod) -> Option<&str> {
@@ -550,6 +965,157 @@ mod tests {
             crate::pod_index::Summary::remove(&mut t, &extra);
             assert_eq!(t, Tally::of(&base), "{extra:?} is uncounted");
         }
+    }
+
+    #[test]
+    fn the_first_rule_without_reasons_or_patterns_for_a_replicated_job_gives_its_kind() {
+        use FailurePolicyAction::*;
+        use RestartScope::*;
+        let rule = |name: &str, action: &str, extra: serde_json::Value| {
+            let mut r = json!({"name": name, "action": action});
+            r.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            r
+        };
+        let none = json!({});
+        // (case, rules, the kind of `w`: (scope, rule name, action, counted))
+        type Want = (RestartScope, Option<&'static str>, FailurePolicyAction, bool);
+        let cases: Vec<(&str, Vec<serde_json::Value>, Want)> = vec![
+            ("no rules", vec![], (JobSet, None, RestartJobSet, true)),
+            (
+                "RestartReplicatedJob",
+                vec![rule("r", "RestartReplicatedJob", none.clone())],
+                (ReplicatedJob, Some("r"), RestartReplicatedJob, true),
+            ),
+            (
+                "RestartReplicatedJobAndIgnoreMaxRestarts",
+                vec![rule("r", "RestartReplicatedJobAndIgnoreMaxRestarts", none.clone())],
+                (ReplicatedJob, Some("r"), RestartReplicatedJobAndIgnoreMaxRestarts, false),
+            ),
+            ("RestartJob", vec![rule("r", "RestartJob", none.clone())], (Job, Some("r"), RestartJob, true)),
+            (
+                "RestartJobAndIgnoreMaxRestarts",
+                vec![rule("r", "RestartJobAndIgnoreMaxRestarts", none.clone())],
+                (Job, Some("r"), RestartJobAndIgnoreMaxRestarts, false),
+            ),
+            (
+                "RestartJobSet is the JobSet's own",
+                vec![rule("r", "RestartJobSet", none.clone())],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "FailJobSet is not applied in place",
+                vec![rule("r", "FailJobSet", none.clone())],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "FailJob is not applied in place",
+                vec![rule("r", "FailJob", none.clone())],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a rule with failure reasons is not for in-place failures",
+                vec![rule("r", "RestartReplicatedJob", json!({"onJobFailureReasons": ["PodFailurePolicy"]}))],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a rule with message patterns is not for in-place failures",
+                vec![rule("r", "RestartJob", json!({"onJobFailureMessagePatterns": [".*"]}))],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a rule targeting another replicated job",
+                vec![rule("r", "RestartReplicatedJob", json!({"targetReplicatedJobs": ["ps"]}))],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a RestartJobSet rule for another replicated job",
+                vec![rule("r", "RestartJobSet", json!({"targetReplicatedJobs": ["ps"]}))],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a rule targeting this one",
+                vec![rule("r", "RestartJob", json!({"targetReplicatedJobs": ["ps", "w"]}))],
+                (Job, Some("r"), RestartJob, true),
+            ),
+            (
+                "the first applicable rule wins, in spec order",
+                vec![
+                    rule("reasons", "RestartJob", json!({"onJobFailureReasons": ["X"]})),
+                    rule("first", "FailJobSet", none.clone()),
+                    rule("second", "RestartReplicatedJob", none.clone()),
+                ],
+                (JobSet, None, RestartJobSet, true),
+            ),
+            (
+                "a later rule applies when the earlier ones do not",
+                vec![
+                    rule("other", "RestartJob", json!({"targetReplicatedJobs": ["ps"]})),
+                    rule("mine", "RestartReplicatedJob", json!({"targetReplicatedJobs": ["w"]})),
+                ],
+                (ReplicatedJob, Some("mine"), RestartReplicatedJob, true),
+            ),
+        ];
+        for (case, rules, want) in cases {
+            let mut j = js(json!({}));
+            j.spec.failure_policy.as_mut().unwrap().rules = serde_json::from_value(json!(rules)).unwrap();
+            let k = kind(&j, "w");
+            assert_eq!((k.scope, k.rule.map(|r| r.name.as_str()), k.action(), k.counted()), want, "{case}");
+            let ps_scoped = kind(&j, "ps").scope != JobSet;
+            assert_eq!(scoped(&j), want.0 != JobSet || ps_scoped, "{case}: scoped mode");
+            j.spec.failure_policy.as_mut().unwrap().restart_strategy = RestartStrategy::Recreate;
+            assert!(!scoped(&j), "{case}: no scoped mode without InPlaceRestart");
+        }
+    }
+
+    #[test]
+    fn the_global_max_is_the_highest_attempt_the_status_names() {
+        let cases = [
+            ("nothing yet", json!({}), None),
+            ("the JobSet's", json!({"currentInPlaceRestartAttempt": 2, "previousInPlaceRestartAttempt": 1}), Some(2)),
+            (
+                "a replicated job's",
+                json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+                    {"name": "w", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0, "previousInPlaceRestartAttempt": 3}]}),
+                Some(3),
+            ),
+            (
+                "a Job's",
+                json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+                    {"name": "w", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0, "currentInPlaceRestartAttempt": 1,
+                     "inPlaceRestartJobs": [{"jobIndex": 1, "currentInPlaceRestartAttempt": 5, "previousInPlaceRestartAttempt": 4}]}]}),
+                Some(5),
+            ),
+        ];
+        for (case, status, want) in cases {
+            assert_eq!(global_max(js(status).status.as_ref().unwrap()), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_tally_counts_each_replicated_job_and_job_apart() {
+        let at = |name: &str, rjob: &str, index: &str, a: i32| {
+            pod("js", name).label(REPLICATED_JOB_NAME, rjob).label(JOB_INDEX, index).at(a)
+        };
+        let pods: Vec<Pod> = [
+            at("w0", "w", "0", 1).ready(),
+            at("w1", "w", "1", 2).terminated("worker", 1, 10),
+            at("ps", "ps", "0", 0),
+            pod("js", "unlabelled").at(7),
+        ]
+        .into_iter()
+        .map(PodBuilder::obj)
+        .collect();
+        let mut unlabelled = pods[3].clone();
+        unlabelled.metadata.labels = None;
+        let pods = [&pods[0], &pods[1], &pods[2], &unlabelled];
+        let t = Tally::of(pods);
+        let w = t.scope("w", None).unwrap();
+        assert_eq!((w.lowest(), w.newest(), w.ready_at(1), w.worker_failed_at(2)), (Some(1), Some(2), 1, true));
+        let w1 = t.scope("w", Some(1)).unwrap();
+        assert_eq!((w1.lowest(), w1.ready_at(1), w1.worker_failed_at(2)), (Some(2), 0, true));
+        assert_eq!(t.scope("ps", Some(0)).and_then(Counts::newest), Some(0));
+        assert!(t.scope("w", Some(2)).is_none() && t.scope("x", None).is_none());
+        assert_eq!((t.lowest_attempt(), t.all.newest()), (Some(0), Some(7)), "the JobSet-wide counts take every pod");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use jiff::{SignedDuration, Timestamp};
 use jobset_api::job::JOB_NAME_LABEL;
-use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use jobset_api::jobset::keys::{IN_PLACE_RESTART_ATTEMPT, JOB_INDEX, REPLICATED_JOB_NAME};
 use jobset_api::jobset::{JobSet, JobSetStatus, RestartRecord, RestartScope, RestartStrategy, RestartTrigger};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -46,6 +46,10 @@ pub enum TriggerPods {
     /// In place: the pods at the deprecated attempt (`WorkerFailed`) or past it
     /// (`PodRestartedInPlace`).
     InPlace { deprecated: i32 },
+    /// A scoped in-place restart: as `InPlace` from `attempt` (the failed worker's, or the one
+    /// the agent moved past), over the pods of these replicated jobs only (of their Job
+    /// `job_index` when set).
+    InPlaceScoped { attempt: i32, replicated_jobs: Vec<String>, job_index: Option<i32> },
 }
 
 /// A record decided at `now`, with no phase ended yet.
@@ -74,26 +78,39 @@ pub fn record(
     }
 }
 
-/// The replicated job a child Job's name (`<jobset>-<replicated job>-<index>`) belongs to.
-fn replicated_job_of<'j>(js: &'j JobSet, job: &str) -> Option<&'j str> {
-    js.spec.replicated_jobs.iter().map(|rj| rj.name.as_str()).find(|rj| {
-        job.strip_prefix(js.name())
+/// The replicated job and index of a child Job's name (`<jobset>-<replicated job>-<index>`).
+fn job_of<'j>(js: &'j JobSet, job: &str) -> Option<(&'j str, i32)> {
+    js.spec.replicated_jobs.iter().map(|rj| rj.name.as_str()).find_map(|rj| {
+        let i = job
+            .strip_prefix(js.name())
             .and_then(|rest| rest.strip_prefix('-'))
             .and_then(|rest| rest.strip_prefix(rj))
             .and_then(|rest| rest.strip_prefix('-'))
-            .is_some_and(|i| i.parse::<i32>().is_ok())
+            .and_then(|i| i.parse::<i32>().ok())?;
+        Some((rj, i))
     })
 }
 
-/// Whether a restart `new` restarts everything `old` restarts (the same or a wider scope).
-fn covers(js: &JobSet, new: &RestartRecord, old: &RestartRecord) -> bool {
+/// The replicated job a child Job's name belongs to.
+fn replicated_job_of<'j>(js: &'j JobSet, job: &str) -> Option<&'j str> {
+    job_of(js, job).map(|(rj, _)| rj)
+}
+
+/// Whether a restart of scope `new` (with its target) restarts everything one of scope `old`
+/// restarts (the same or a wider scope).
+fn covers_scope(js: &JobSet, new: (RestartScope, Option<&str>), old: (RestartScope, Option<&str>)) -> bool {
     use RestartScope::*;
-    match (new.scope, old.scope) {
+    match (new.0, old.0) {
         (JobSet, _) => true,
-        (ReplicatedJob, ReplicatedJob) | (Job, Job) => new.target == old.target,
-        (ReplicatedJob, Job) => old.target.as_deref().and_then(|j| replicated_job_of(js, j)) == new.target.as_deref(),
+        (ReplicatedJob, ReplicatedJob) | (Job, Job) => new.1 == old.1,
+        (ReplicatedJob, Job) => old.1.and_then(|j| replicated_job_of(js, j)) == new.1,
         (Job, _) | (ReplicatedJob, JobSet) => false,
     }
+}
+
+/// Whether a restart `new` restarts everything `old` restarts.
+fn covers(js: &JobSet, new: &RestartRecord, old: &RestartRecord) -> bool {
+    covers_scope(js, (new.scope, new.target.as_deref()), (old.scope, old.target.as_deref()))
 }
 
 /// Appends `new`: the open records it covers are superseded, and the oldest records beyond
@@ -127,6 +144,50 @@ pub fn in_place_is_a_restart(history: &[RestartRecord], worker_failed: bool) -> 
         || !history
             .iter()
             .any(|r| is_open(r) && r.scope == RestartScope::JobSet && r.strategy != RestartStrategy::InPlaceRestart)
+}
+
+/// [`in_place_is_a_restart`] for a scoped in-place restart of `scope` (`target`): not while a
+/// recreation of that scope or a wider one is under way, whose new pods announce new attempts.
+pub fn scoped_in_place_is_a_restart(
+    js: &JobSet,
+    history: &[RestartRecord],
+    scope: RestartScope,
+    target: Option<&str>,
+    worker_failed: bool,
+) -> bool {
+    worker_failed
+        || !history.iter().any(|r| {
+            is_open(r)
+                && r.strategy != RestartStrategy::InPlaceRestart
+                && covers_scope(js, (r.scope, r.target.as_deref()), (scope, target))
+        })
+}
+
+/// The record of a scoped in-place restart of `scope` (`target`): `attempt` is the one its
+/// agents announce, `job` the Job it names when known for sure (a Job's restart).
+pub struct ScopedRecord<'a> {
+    pub scope: RestartScope,
+    pub target: Option<String>,
+    pub attempt: i32,
+    pub worker_failed: bool,
+    pub rule: Option<&'a str>,
+    pub action: &'a str,
+    pub counted: bool,
+    pub job: Option<String>,
+}
+
+/// The record a [`ScopedRecord`] describes, decided at `now`.
+pub fn scoped_in_place_record(r: ScopedRecord, now: Timestamp) -> RestartRecord {
+    let reason = if r.worker_failed { REASON_WORKER_FAILED } else { REASON_POD_RESTARTED_IN_PLACE };
+    let trigger = RestartTrigger {
+        job: r.job,
+        reason: reason.into(),
+        rule: r.rule.filter(|n| !n.is_empty()).map(String::from),
+        action: r.action.into(),
+        counts_towards_max: r.counted,
+        ..Default::default()
+    };
+    record(r.attempt, RestartStrategy::InPlaceRestart, r.scope, r.target, trigger, None, now)
 }
 
 /// The record of an in-place restart that deprecated attempt `deprecated`.
@@ -240,6 +301,45 @@ fn first<'p>(pods: &[&'p Pod], look: Look) -> Option<(&'p Pod, Failure<'p>)> {
     out
 }
 
+/// An in-place record's failed pod and failure among `pods`: a failed worker of those at
+/// `attempt` (`WorkerFailed`), else the first pod past it, whose worker's last failure, if any,
+/// makes the reason `WorkerFailed` too.
+fn in_place_trigger<'p>(
+    r: &mut RestartRecord,
+    at_attempt: i32,
+    pods: Vec<&'p Pod>,
+) -> (Option<&'p Pod>, Option<Failure<'p>>) {
+    if r.trigger.reason == REASON_WORKER_FAILED {
+        let at: Vec<&Pod> = pods.into_iter().filter(|p| attempt(p) == Some(at_attempt)).collect();
+        return match first(&at, Look::Current) {
+            Some((p, f)) => (Some(p), Some(f)),
+            None => {
+                let restarting = at.iter().filter_map(|p| match all_restarting(p)? {
+                    (true, when) => Some((*p, when)),
+                    _ => None,
+                });
+                match restarting.min_by_key(|(p, when)| (when.is_none(), *when, name(p))) {
+                    Some((p, when)) => {
+                        r.failed_at = when.map(MicroTime);
+                        (Some(p), None)
+                    }
+                    None => (None, None),
+                }
+            }
+        };
+    }
+    let past: Vec<&Pod> = pods.into_iter().filter(|p| attempt(p).is_some_and(|a| a > at_attempt)).collect();
+    match first(&past, Look::Restarted) {
+        Some((p, f)) => {
+            // Its worker failed: the controller saw the agent's move before the failed
+            // container, the reason is the same.
+            r.trigger.reason = REASON_WORKER_FAILED.into();
+            (Some(p), Some(f))
+        }
+        None => (past.iter().min_by_key(|p| name(p)).copied(), None),
+    }
+}
+
 /// Fills the trigger of the record just opened from the pods the shell looked up: the first
 /// failed pod, its failed container and exit code, and `failedAt` from the container's
 /// `finishedAt` (a Job's record keeps its `Failed` condition time when no pod tells more).
@@ -257,36 +357,14 @@ pub fn fill_trigger<'p>(r: &mut RestartRecord, need: &TriggerPods, pods: impl In
                 }
             }
         }
-        TriggerPods::InPlace { deprecated } if r.trigger.reason == REASON_WORKER_FAILED => {
-            let at: Vec<&Pod> = pods.filter(|p| attempt(p) == Some(*deprecated)).collect();
-            match first(&at, Look::Current) {
-                Some((p, f)) => (Some(p), Some(f)),
-                None => {
-                    let restarting = at.iter().filter_map(|p| match all_restarting(p)? {
-                        (true, when) => Some((*p, when)),
-                        _ => None,
-                    });
-                    match restarting.min_by_key(|(p, when)| (when.is_none(), *when, name(p))) {
-                        Some((p, when)) => {
-                            r.failed_at = when.map(MicroTime);
-                            (Some(p), None)
-                        }
-                        None => (None, None),
-                    }
-                }
-            }
-        }
-        TriggerPods::InPlace { deprecated } => {
-            let past: Vec<&Pod> = pods.filter(|p| attempt(p).is_some_and(|a| a > *deprecated)).collect();
-            match first(&past, Look::Restarted) {
-                Some((p, f)) => {
-                    // Its worker failed: the controller saw the agent's move before the failed
-                    // container, the reason is the same.
-                    r.trigger.reason = REASON_WORKER_FAILED.into();
-                    (Some(p), Some(f))
-                }
-                None => (past.iter().min_by_key(|p| name(p)).copied(), None),
-            }
+        TriggerPods::InPlace { deprecated } => in_place_trigger(r, *deprecated, pods.collect()),
+        TriggerPods::InPlaceScoped { attempt, replicated_jobs, job_index } => {
+            let label = |p: &Pod, k: &str| p.metadata.labels.as_ref().and_then(|l| l.get(k)).cloned();
+            let in_scope = |p: &&Pod| {
+                label(p, REPLICATED_JOB_NAME).is_some_and(|r| replicated_jobs.contains(&r))
+                    && job_index.is_none_or(|i| label(p, JOB_INDEX) == Some(i.to_string()))
+            };
+            in_place_trigger(r, *attempt, pods.filter(in_scope).collect())
         }
     };
     if let Some(p) = pod {
@@ -363,13 +441,37 @@ pub fn advance(js: &JobSet, jobs: &[&Job], tally: &Tally, status: &mut JobSetSta
     let current = status.current_in_place_restart_attempt;
     let pods = in_place_restart::expected_pods(js).ok();
     let mut changed = false;
+    let rjob_entries = &status.replicated_jobs_status;
     for r in status.restart_history.iter_mut().filter(|r| is_open(r)) {
         let (stopped, barrier, running) = match r.strategy {
-            RestartStrategy::InPlaceRestart => {
+            RestartStrategy::InPlaceRestart if r.scope == RestartScope::JobSet => {
                 let barrier = current.is_some_and(|c| c >= r.attempt);
                 let stopped = barrier || tally.lowest_attempt().is_none_or(|l| l >= r.attempt);
                 let ready = current.map_or(0, |c| tally.ready_at(c)) as i64;
                 (stopped, barrier, barrier && pods.is_some_and(|n| n > 0 && ready >= n))
+            }
+            // A scoped in-place restart: its scope's pods and attempts (the JobSet's current
+            // lifts its barrier too).
+            RestartStrategy::InPlaceRestart => {
+                let scope = match r.scope {
+                    RestartScope::Job => r.target.as_deref().and_then(|t| job_of(js, t)).map(|(rj, i)| (rj, Some(i))),
+                    _ => r.target.as_deref().map(|t| (t, None)),
+                };
+                let Some((rjob, index)) = scope else { continue };
+                let entry = rjob_entries.iter().find(|s| s.name == rjob);
+                let own = match index {
+                    None => entry.and_then(|s| s.current_in_place_restart_attempt),
+                    Some(i) => entry
+                        .and_then(|s| s.in_place_restart_jobs.iter().find(|j| j.job_index == i))
+                        .and_then(|j| j.current_in_place_restart_attempt),
+                };
+                let lifted = [own, current].into_iter().flatten().find(|c| *c >= r.attempt);
+                let counts = tally.scope(rjob, index);
+                let stopped = lifted.is_some() || counts.and_then(|c| c.lowest()).is_none_or(|l| l >= r.attempt);
+                let ready = lifted.and_then(|c| Some(counts?.ready_at(c))).unwrap_or(0) as i64;
+                let expected =
+                    js.replicated_job(rjob).map_or(0, |rj| in_place_restart::scope_pods(rj, index.is_some()));
+                (stopped, lifted.is_some(), lifted.is_some() && expected > 0 && ready >= expected)
             }
             RestartStrategy::Recreate | RestartStrategy::BlockingRecreate => {
                 let in_scope = |j: &&JobView| match r.scope {
@@ -679,6 +781,180 @@ mod tests {
             let now = at(65).checked_add(SignedDuration::from_millis(500)).unwrap();
             advance(&j, &refs, &Tally::default(), &mut status, now);
             assert_eq!(status.restart_history[0].duration.as_deref(), Some(want), "{failed_at:?}");
+        }
+    }
+
+    /// A pod of Job `index` of replicated job `rjob` at `attempt`.
+    fn scoped_pod(rjob: &str, index: i32, attempt: i32) -> PodBuilder {
+        pod("js", &format!("js-{rjob}-{index}-0"))
+            .label(REPLICATED_JOB_NAME, rjob)
+            .label(JOB_INDEX, &index.to_string())
+            .label(JOB_NAME_LABEL, &format!("js-{rjob}-{index}"))
+            .at(attempt)
+    }
+
+    #[test]
+    fn a_scoped_in_place_restart_is_timed_by_its_own_pods_and_attempts() {
+        use RestartScope::*;
+        let p = scoped_pod;
+        // Status: (JobSet current, replicated job a's current, Job a-1's current).
+        type Status = (Option<i32>, Option<i32>, Option<i32>);
+        type Step = (Vec<PodBuilder>, Status, [Option<i64>; 3]);
+        // (case, scope, target, attempt, reconciles at 10, 20, ...)
+        let cases: Vec<(&str, RestartScope, &str, Vec<Step>)> = vec![
+            (
+                "a replicated job",
+                ReplicatedJob,
+                "a",
+                vec![
+                    (vec![p("a", 0, 2), p("a", 1, 3), p("b", 0, 0)], (Some(0), None, None), [None; 3]),
+                    // b's pod stays at 0: it is not restarted.
+                    (vec![p("a", 0, 3), p("a", 1, 3), p("b", 0, 0)], (Some(0), None, None), [Some(20), None, None]),
+                    (
+                        vec![p("a", 0, 3), p("a", 1, 3).ready(), p("b", 0, 0)],
+                        (Some(0), Some(3), None),
+                        [Some(20), Some(30), None],
+                    ),
+                    (
+                        vec![p("a", 0, 3).ready(), p("a", 1, 3).ready(), p("b", 0, 0)],
+                        (Some(0), Some(3), None),
+                        [Some(20), Some(30), Some(40)],
+                    ),
+                ],
+            ),
+            (
+                "a replicated job synced by the JobSet's current",
+                ReplicatedJob,
+                "a",
+                vec![(
+                    vec![p("a", 0, 3).ready(), p("a", 1, 3).ready(), p("b", 0, 3).ready()],
+                    (Some(3), Some(1), None),
+                    [Some(10); 3],
+                )],
+            ),
+            (
+                "a Job",
+                Job,
+                "js-a-1",
+                vec![
+                    (vec![p("a", 0, 0), p("a", 1, 2)], (Some(0), None, None), [None; 3]),
+                    (vec![p("a", 0, 0), p("a", 1, 3)], (Some(0), None, None), [Some(20), None, None]),
+                    (vec![p("a", 0, 0), p("a", 1, 3)], (Some(0), None, Some(3)), [Some(20), Some(30), None]),
+                    (
+                        vec![p("a", 0, 0), p("a", 1, 3).ready()],
+                        (Some(0), None, Some(3)),
+                        [Some(20), Some(30), Some(40)],
+                    ),
+                ],
+            ),
+        ];
+        for (case, scope, target, steps) in cases {
+            let j = js("InPlaceRestart", json!({}));
+            let trigger =
+                RestartTrigger { reason: REASON_WORKER_FAILED.into(), action: "X".into(), ..Default::default() };
+            let r = record(3, RestartStrategy::InPlaceRestart, scope, Some(target.into()), trigger, None, at(5));
+            let mut status = JobSetStatus { restart_history: vec![r], ..Default::default() };
+            for (i, (pods, (js_current, rj_current, job_current), want)) in steps.into_iter().enumerate() {
+                let pods: Vec<Pod> = pods.into_iter().map(PodBuilder::obj).collect();
+                status.current_in_place_restart_attempt = js_current;
+                let jobs = job_current.map(|c| {
+                    vec![jobset_api::jobset::JobInPlaceRestartStatus {
+                        job_index: 1,
+                        current_in_place_restart_attempt: Some(c),
+                        ..Default::default()
+                    }]
+                });
+                status.replicated_jobs_status = vec![jobset_api::jobset::ReplicatedJobStatus {
+                    name: "a".into(),
+                    current_in_place_restart_attempt: rj_current,
+                    in_place_restart_jobs: jobs.unwrap_or_default(),
+                    ..Default::default()
+                }];
+                advance(&j, &[], &Tally::of(&pods), &mut status, at(10 * (i as i64 + 1)));
+                assert_eq!(phases(&status.restart_history[0]), want, "{case}: reconcile {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_scoped_in_place_trigger_looks_at_its_scopes_pods_only() {
+        let pods: Vec<Pod> = [
+            scoped_pod("a", 0, 1).terminated("worker", 2, 30),
+            scoped_pod("a", 1, 1).terminated("worker", 3, 20),
+            scoped_pod("b", 0, 1).terminated("worker", 1, 10),
+            scoped_pod("b", 1, 2),
+        ]
+        .into_iter()
+        .map(PodBuilder::obj)
+        .collect();
+        // (case, worker failed, replicated jobs, job index, (pod, job, exit code))
+        type Want = (Option<&'static str>, Option<&'static str>, Option<i32>);
+        type Case = (&'static str, bool, &'static [&'static str], Option<i32>, Want);
+        let cases: [Case; 5] = [
+            ("every pod", true, &["a", "b"], None, (Some("js-b-0-0"), Some("js-b-0"), Some(1))),
+            ("a replicated job", true, &["a"], None, (Some("js-a-1-0"), Some("js-a-1"), Some(3))),
+            ("a Job", true, &["a"], Some(0), (Some("js-a-0-0"), Some("js-a-0"), Some(2))),
+            ("an agent moved on", false, &["b"], None, (Some("js-b-1-0"), Some("js-b-1"), None)),
+            ("nobody moved on in scope", false, &["a"], None, (None, None, None)),
+        ];
+        for (case, worker_failed, rjobs, job_index, want) in cases {
+            let mut r = in_place_record(0, worker_failed, at(60));
+            let need = TriggerPods::InPlaceScoped {
+                attempt: 1,
+                replicated_jobs: rjobs.iter().map(|r| r.to_string()).collect(),
+                job_index,
+            };
+            fill_trigger(&mut r, &need, &pods);
+            let t = &r.trigger;
+            assert_eq!((t.pod.as_deref(), t.job.as_deref(), t.exit_code), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_scoped_in_place_deprecation_during_a_recreation_of_its_scope_is_that_recreations_doing() {
+        use RestartScope::*;
+        let j = js("InPlaceRestart", json!({}));
+        // (case, open records, scope of the deprecation, its target, worker failed, a restart)
+        let cases = [
+            ("nothing open", vec![], ReplicatedJob, Some("a"), false, true),
+            ("a JobSet recreation", vec![rec(JobSet, None, 1)], ReplicatedJob, Some("a"), false, false),
+            (
+                "the replicated job's recreation",
+                vec![rec(ReplicatedJob, Some("a"), 1)],
+                ReplicatedJob,
+                Some("a"),
+                false,
+                false,
+            ),
+            (
+                "another replicated job's recreation",
+                vec![rec(ReplicatedJob, Some("b"), 1)],
+                ReplicatedJob,
+                Some("a"),
+                false,
+                true,
+            ),
+            (
+                "its replicated job's recreation, for a Job",
+                vec![rec(ReplicatedJob, Some("a"), 1)],
+                Job,
+                Some("js-a-1"),
+                false,
+                false,
+            ),
+            (
+                "one Job's recreation, for its replicated job",
+                vec![rec(Job, Some("js-a-1"), 1)],
+                ReplicatedJob,
+                Some("a"),
+                false,
+                true,
+            ),
+            ("a failed worker all the same", vec![rec(JobSet, None, 1)], ReplicatedJob, Some("a"), true, true),
+            ("an open in-place restart", vec![in_place_record(0, false, at(1))], ReplicatedJob, Some("a"), false, true),
+        ];
+        for (case, history, scope, target, worker_failed, restart) in cases {
+            assert_eq!(scoped_in_place_is_a_restart(&j, &history, scope, target, worker_failed), restart, "{case}");
         }
     }
 

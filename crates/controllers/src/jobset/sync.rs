@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{Features, JobSet, JobSetStatus, ReplicatedJob, RestartStrategy};
+use jobset_api::jobset::{
+    Features, JobInPlaceRestartStatus, JobSet, JobSetStatus, ReplicatedJob, RestartScope, RestartStrategy, job_name,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
@@ -15,7 +17,7 @@ use super::children::{self, Child, Classified};
 use super::conditions::Cond;
 use super::construct::construct_job;
 use super::failure_policy::{self, FailedJob};
-use super::in_place_restart::{self, Outcome, Tally};
+use super::in_place_restart::{self, Change, Outcome, Scope, Tally};
 use super::restart_history::{self, TriggerPods};
 use super::startup_policy::{all_replicas_started, depends_on_satisfied, depends_on_unreachable, in_order};
 use super::success_policy;
@@ -197,6 +199,9 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
 /// A deprecated attempt opens a restart record in the same write; the answer says which pods its
 /// trigger needs.
 fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) -> Result<Option<TriggerPods>, String> {
+    if in_place_restart::scoped(js) {
+        return in_place_scoped(js, tally, u, history_limit);
+    }
     let d = in_place_restart::decide(js, tally)?;
     for (pod, value) in &d.malformed {
         tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
@@ -225,6 +230,145 @@ fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) ->
         }
     }
     Ok(None)
+}
+
+/// The attempts of an in-place scope in the status: the JobSet's, a replicated job's or a Job's
+/// entry (added when absent, Jobs kept by index).
+fn scope_attempts<'u>(
+    u: &'u mut Update,
+    js: &JobSet,
+    scope: Scope,
+) -> Result<(&'u mut Option<i32>, &'u mut Option<i32>), String> {
+    Ok(match scope {
+        Scope::JobSet => {
+            (&mut u.status.current_in_place_restart_attempt, &mut u.status.previous_in_place_restart_attempt)
+        }
+        Scope::ReplicatedJob(rjob) => {
+            let s = failure_policy::rj_status(u, js, rjob)?;
+            (&mut s.current_in_place_restart_attempt, &mut s.previous_in_place_restart_attempt)
+        }
+        Scope::Job(rjob, i) => {
+            let jobs = &mut failure_policy::rj_status(u, js, rjob)?.in_place_restart_jobs;
+            let at = match jobs.binary_search_by_key(&i, |j| j.job_index) {
+                Ok(at) => at,
+                Err(at) => {
+                    jobs.insert(at, JobInPlaceRestartStatus { job_index: i, ..Default::default() });
+                    at
+                }
+            };
+            let j = &mut jobs[at];
+            (&mut j.current_in_place_restart_attempt, &mut j.previous_in_place_restart_attempt)
+        }
+    })
+}
+
+/// Counts one restart of `scope` (`counted`: towards `maxRestarts` too).
+fn count_in_place_restart(u: &mut Update, js: &JobSet, scope: Scope, counted: bool) -> Result<(), String> {
+    match scope {
+        Scope::JobSet => u.status.in_place_restarts += 1,
+        Scope::ReplicatedJob(rjob) => {
+            let s = failure_policy::rj_status(u, js, rjob)?;
+            s.in_place_restarts += 1;
+            s.in_place_restarts_count_towards_max += i32::from(counted);
+        }
+        Scope::Job(rjob, i) => {
+            let s = failure_policy::rj_status(u, js, rjob)?;
+            if let Some(j) = s.in_place_restart_jobs.iter_mut().find(|j| j.job_index == i) {
+                j.restarts += 1;
+                j.restarts_count_towards_max += i32::from(counted);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Scoped in-place restart ([`in_place_restart::decide_scoped`]): applies its changes to the
+/// status in order. A restart spends the budget as its rule's Recreate form would (past it, the
+/// JobSet fails as that form would), is counted in its scope's status, announced by that form's
+/// event and metric, and recorded with the attempt its agents will announce. A deprecation that a
+/// recreation under way brought about only moves the attempts (as upstream's bookkeeping).
+fn in_place_scoped(
+    js: &JobSet,
+    tally: &Tally,
+    u: &mut Update,
+    history_limit: usize,
+) -> Result<Option<TriggerPods>, String> {
+    let d = in_place_restart::decide_scoped(js, tally)?;
+    for (pod, value) in &d.malformed {
+        tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
+    }
+    let max_restarts = js.spec.failure_policy.as_ref().map_or(0, |f| f.max_restarts);
+    let mut restarts = vec![];
+    for change in d.changes {
+        match change {
+            Change::Current(scope, a) => {
+                *scope_attempts(u, js, scope)?.0 = Some(a);
+                u.mark();
+            }
+            Change::Restart(scope, r) => {
+                let (restart_scope, target) = match scope {
+                    Scope::JobSet => (RestartScope::JobSet, None),
+                    Scope::ReplicatedJob(rjob) => (RestartScope::ReplicatedJob, Some(rjob.to_string())),
+                    Scope::Job(rjob, i) => (RestartScope::Job, Some(job_name(js.name(), rjob, i))),
+                };
+                let history = &u.status.restart_history;
+                let restart = restart_history::scoped_in_place_is_a_restart(
+                    js,
+                    history,
+                    restart_scope,
+                    target.as_deref(),
+                    r.worker_failed,
+                );
+                if restart && r.kind.counted() && failure_policy::counted_restarts(&u.status) >= i64::from(max_restarts)
+                {
+                    let message = failure_policy::with_job(MSG_REACHED_MAX_RESTARTS, &r.job);
+                    failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, message);
+                    return Ok(None);
+                }
+                *scope_attempts(u, js, scope)?.1 = Some(r.previous);
+                u.mark();
+                if restart {
+                    count_in_place_restart(u, js, scope, r.kind.counted())?;
+                    restarts.push((scope, restart_scope, target, r));
+                }
+            }
+        }
+    }
+    if d.restart_count_exceeded {
+        failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, MSG_REACHED_MAX_RESTARTS.into());
+        return Ok(None);
+    }
+    // Once every change is in: the agents that restart announce one past every attempt named.
+    let attempt = in_place_restart::global_max(&u.status).map_or(0, |m| m + 1);
+    let mut need = None;
+    for (scope, restart_scope, target, r) in restarts {
+        let action = r.kind.action();
+        if let Some((reason, message)) = failure_policy::restart_event(action) {
+            u.event(true, reason, failure_policy::with_job(message, &r.job));
+        }
+        let rec = restart_history::scoped_in_place_record(
+            restart_history::ScopedRecord {
+                scope: restart_scope,
+                target,
+                attempt,
+                worker_failed: r.worker_failed,
+                rule: r.kind.rule.map(|rule| rule.name.as_str()),
+                action: action.as_str(),
+                counted: r.kind.counted(),
+                job: matches!(scope, Scope::Job(..)).then(|| r.job.clone()),
+            },
+            u.now,
+        );
+        u.metrics.push(Metric::Restart { action: action.as_str(), reason: rec.trigger.reason.clone() });
+        restart_history::open(js, &mut u.status.restart_history, rec, history_limit);
+        let job_index = match scope {
+            Scope::Job(_, i) => Some(i),
+            Scope::JobSet | Scope::ReplicatedJob(_) => None,
+        };
+        let replicated_jobs = r.trigger_rjobs.iter().map(|r| r.to_string()).collect();
+        need = Some(TriggerPods::InPlaceScoped { attempt: r.trigger_attempt, replicated_jobs, job_index });
+    }
+    Ok(need.filter(|_| history_limit > 0))
 }
 
 /// With Jobs left failed by `FailJob`, the JobSet ends once nothing can change any more: no
@@ -432,7 +576,7 @@ fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
 
 #[cfg(test)]
 mod tests {
-    use super::super::children::fixtures::{job, pod};
+    use super::super::children::fixtures::{PodBuilder, job, pod};
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -886,6 +1030,521 @@ mod tests {
             assert_eq!(p.trigger_pods, Some(TriggerPods::InPlace { deprecated: 0 }), "{case}");
             let again = plan(&after(&j, &p), &running_jobs(), pods);
             assert_eq!(again.update.status.restart_history.len(), 1, "{case}: once");
+        }
+    }
+
+    /// Driver/workers: replicated job `driver` (1 Job of 1 pod) and `workers` (2 Jobs of 2 pods),
+    /// `maxRestarts: 2`, a rule `workers-in-place` with `action` for `workers` (none: no rule).
+    fn driver_workers(action: Option<&str>, status: Value) -> JobSet {
+        let rj = |name: &str, replicas: i32, pods: i32| json!({"name": name, "replicas": replicas, "template": {"spec": {"parallelism": pods, "completions": pods}}});
+        let rules = match action {
+            Some(a) => json!([{"name": "workers-in-place", "action": a, "targetReplicatedJobs": ["workers"]}]),
+            None => json!([]),
+        };
+        js(
+            json!({"failurePolicy": {"maxRestarts": 2, "restartStrategy": "InPlaceRestart", "rules": rules},
+                   "replicatedJobs": [rj("driver", 1, 1), rj("workers", 2, 2)]}),
+            status,
+        )
+    }
+
+    fn dw_jobs() -> [Job; 3] {
+        [
+            job("js", "driver", 0).counts(1, 1, 0).obj(),
+            job("js", "workers", 0).parallelism(2, 2).counts(2, 2, 0).obj(),
+            job("js", "workers", 1).parallelism(2, 2).counts(2, 2, 0).obj(),
+        ]
+    }
+
+    /// A pod of Job `index` of `rjob`.
+    fn dw_pod(rjob: &str, index: i32, n: i32) -> PodBuilder {
+        pod("js", &format!("js-{rjob}-{index}-{n}"))
+            .label(REPLICATED_JOB_NAME, rjob)
+            .label(JOB_INDEX, &index.to_string())
+            .label(jobset_api::job::JOB_NAME_LABEL, &format!("js-{rjob}-{index}"))
+    }
+
+    /// The driver's pod at `driver`, the workers' (Job 0's two, then Job 1's two) at `workers`.
+    fn dw_pods(driver: i32, workers: [i32; 4]) -> Vec<PodBuilder> {
+        let mut out = vec![dw_pod("driver", 0, 0).at(driver)];
+        out.extend(workers.iter().enumerate().map(|(k, a)| dw_pod("workers", k as i32 / 2, k as i32 % 2).at(*a)));
+        out
+    }
+
+    fn objs(pods: Vec<PodBuilder>) -> Vec<Pod> {
+        pods.into_iter().map(PodBuilder::obj).collect()
+    }
+
+    /// `pods` with the worker of the one at `k` (0: the driver's) exited 1.
+    fn failing(mut pods: Vec<PodBuilder>, k: usize) -> Vec<Pod> {
+        let p = pods.remove(k).terminated("worker", 1, 900);
+        pods.insert(k, p);
+        objs(pods)
+    }
+
+    fn rj_entry<'a>(p: &'a Plan, name: &str) -> &'a jobset_api::jobset::ReplicatedJobStatus {
+        p.update.status.replicated_jobs_status.iter().find(|s| s.name == name).unwrap()
+    }
+
+    /// (current, previous) of the JobSet, of `workers`, of `driver`.
+    type Attempts3 = [(Option<i32>, Option<i32>); 3];
+    fn attempts(p: &Plan) -> Attempts3 {
+        let s = &p.update.status;
+        let rj = |n: &str| {
+            let e = rj_entry(p, n);
+            (e.current_in_place_restart_attempt, e.previous_in_place_restart_attempt)
+        };
+        [(s.current_in_place_restart_attempt, s.previous_in_place_restart_attempt), rj("workers"), rj("driver")]
+    }
+
+    fn events(p: &Plan) -> Vec<(&str, &str)> {
+        p.update.events.iter().map(|e| (e.reason.as_str(), e.message.as_str())).collect()
+    }
+
+    fn restart_metrics(p: &Plan) -> Vec<(&'static str, &str)> {
+        let m = p.update.metrics.iter();
+        m.filter_map(|m| match m {
+            Metric::Restart { action, reason } => Some((*action, reason.as_str())),
+            _ => None,
+        })
+        .collect()
+    }
+
+    /// (scope, target, strategy, attempt, reason, rule, action, counted) of a record.
+    type RecordRow<'a> = (
+        jobset_api::jobset::RestartScope,
+        Option<&'a str>,
+        RestartStrategy,
+        i32,
+        &'a str,
+        Option<&'a str>,
+        &'a str,
+        bool,
+    );
+    fn records(p: &Plan) -> Vec<RecordRow<'_>> {
+        let h = p.update.status.restart_history.iter();
+        h.map(|r| {
+            let t = &r.trigger;
+            (
+                r.scope,
+                r.target.as_deref(),
+                r.strategy,
+                r.attempt,
+                t.reason.as_str(),
+                t.rule.as_deref(),
+                t.action.as_str(),
+                t.counts_towards_max,
+            )
+        })
+        .collect()
+    }
+
+    fn failed_cond(p: &Plan) -> Option<(&str, &str)> {
+        let c = p.update.status.conditions.iter().find(|c| c.type_ == "Failed" && c.status == "True");
+        c.map(|c| (c.reason.as_str(), c.message.as_str()))
+    }
+
+    const WORKERS_SYNCED: &str = r#"{"name": "workers", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0,
+        "currentInPlaceRestartAttempt": 1, "previousInPlaceRestartAttempt": 0, "inPlaceRestarts": 1, "inPlaceRestartsCountTowardsMax": 1}"#;
+
+    /// The status after one in-place restart of the workers, synced at attempt 1.
+    fn workers_restarted_once() -> Value {
+        json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [serde_json::from_str::<Value>(WORKERS_SYNCED).unwrap()]})
+    }
+
+    #[test]
+    fn a_failed_worker_restarts_only_the_workers_in_place() {
+        use jobset_api::jobset::RestartScope;
+        let j = driver_workers(Some("RestartReplicatedJob"), json!({"currentInPlaceRestartAttempt": 0}));
+        let p = plan(&j, &dw_jobs(), &failing(dw_pods(0, [0; 4]), 3));
+        assert_eq!(attempts(&p), [(Some(0), None), (None, Some(0)), (None, None)], "only the workers' previous moves");
+        let w = rj_entry(&p, "workers");
+        assert_eq!((w.in_place_restarts, w.in_place_restarts_count_towards_max, w.restarts), (1, 1, 0));
+        assert_eq!((p.update.status.in_place_restarts, p.update.status.restarts), (0, 0));
+        assert_eq!(
+            events(&p),
+            [(
+                "RestartReplicatedJobFailurePolicyAction",
+                "applying RestartReplicatedJob failure policy action (first failed job: js-workers-1)"
+            )]
+        );
+        assert_eq!(restart_metrics(&p), [("RestartReplicatedJob", "WorkerFailed")]);
+        assert_eq!(
+            records(&p),
+            [(
+                RestartScope::ReplicatedJob,
+                Some("workers"),
+                RestartStrategy::InPlaceRestart,
+                1,
+                "WorkerFailed",
+                Some("workers-in-place"),
+                "RestartReplicatedJob",
+                true
+            )]
+        );
+        let want = TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["workers".into()], job_index: None };
+        assert_eq!(p.trigger_pods, Some(want));
+    }
+
+    #[test]
+    fn the_workers_in_sync_again_lift_their_own_barrier_and_nothing_else_moves() {
+        let restarted = json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+            {"name": "workers", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0,
+             "previousInPlaceRestartAttempt": 0, "inPlaceRestarts": 1, "inPlaceRestartsCountTowardsMax": 1}]});
+        // (case, pods, (JobSet, workers) attempts after)
+        type Want = [(Option<i32>, Option<i32>); 2];
+        let cases: Vec<(&str, Vec<Pod>, Want)> = vec![
+            ("the workers restarting", objs(dw_pods(0, [0, 1, 0, 1])), [(Some(0), None), (None, Some(0))]),
+            (
+                "every worker announced the next attempt",
+                objs(dw_pods(0, [1; 4])),
+                [(Some(0), None), (Some(1), Some(0))],
+            ),
+            (
+                "a worker not back yet",
+                objs(dw_pods(0, [1; 4]).into_iter().take(4).collect()),
+                [(Some(0), None), (None, Some(0))],
+            ),
+        ];
+        for (case, pods, want) in cases {
+            let p = plan(&driver_workers(Some("RestartReplicatedJob"), restarted.clone()), &dw_jobs(), &pods);
+            assert_eq!(attempts(&p)[..2], want, "{case}");
+            assert!(restart_metrics(&p).is_empty() && p.trigger_pods.is_none(), "{case}: no restart");
+            assert_eq!(rj_entry(&p, "workers").in_place_restarts, 1, "{case}");
+        }
+    }
+
+    #[test]
+    fn attempts_announced_past_a_gap_are_no_second_restart() {
+        // Both replicated jobs restart alone; the driver's restarts took its attempt to 3, so the
+        // workers' agents, deprecated at 0, announce 4.
+        let status = json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+            {"name": "workers", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0,
+             "previousInPlaceRestartAttempt": 0, "inPlaceRestarts": 1, "inPlaceRestartsCountTowardsMax": 1},
+            {"name": "driver", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0,
+             "currentInPlaceRestartAttempt": 3, "previousInPlaceRestartAttempt": 2}]});
+        let mut j = driver_workers(Some("RestartReplicatedJobAndIgnoreMaxRestarts"), status);
+        j.spec.failure_policy.as_mut().unwrap().rules[0].target_replicated_jobs.clear();
+        let p = plan(&j, &dw_jobs(), &objs(dw_pods(3, [0, 4, 0, 4])));
+        assert!(restart_metrics(&p).is_empty(), "the workers at 0 restart already");
+        assert_eq!(attempts(&p)[1], (None, Some(0)));
+        let p = plan(&j, &dw_jobs(), &objs(dw_pods(3, [4; 4])));
+        assert_eq!(attempts(&p)[1], (Some(4), Some(0)), "in sync at 4");
+    }
+
+    #[test]
+    fn a_replacement_worker_pod_restarts_the_rest_of_the_workers() {
+        use jobset_api::jobset::RestartScope;
+        let j = driver_workers(Some("RestartReplicatedJob"), workers_restarted_once());
+        // The pod of a lost node came back new and announced the global maximum + 1.
+        let p = plan(&j, &dw_jobs(), &objs(dw_pods(0, [1, 1, 1, 2])));
+        assert_eq!(attempts(&p), [(Some(0), None), (Some(1), Some(1)), (None, None)]);
+        assert_eq!(rj_entry(&p, "workers").in_place_restarts_count_towards_max, 2);
+        assert_eq!(restart_metrics(&p), [("RestartReplicatedJob", "PodRestartedInPlace")]);
+        let r = &records(&p)[0];
+        assert_eq!((r.0, r.1, r.3, r.4), (RestartScope::ReplicatedJob, Some("workers"), 2, "PodRestartedInPlace"));
+        let want = TriggerPods::InPlaceScoped { attempt: 1, replicated_jobs: vec!["workers".into()], job_index: None };
+        assert_eq!(p.trigger_pods, Some(want));
+        assert_eq!(
+            events(&p)[0].1,
+            "applying RestartReplicatedJob failure policy action (first failed job: js-workers-1)"
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_fails_the_jobset_as_the_recreate_form_would() {
+        let counted = |extra: Value| {
+            let mut s = workers_restarted_once();
+            s.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            s
+        };
+        let mut spent_by_workers = workers_restarted_once();
+        spent_by_workers["replicatedJobsStatus"][0]["inPlaceRestartsCountTowardsMax"] = json!(2);
+        let cases = [
+            ("the workers' own restarts", spent_by_workers),
+            ("a JobSet recreation and the workers'", counted(json!({"restarts": 1, "restartsCountTowardsMax": 1}))),
+            ("a JobSet in-place restart and the workers'", counted(json!({"inPlaceRestarts": 1}))),
+        ];
+        for (case, status) in cases {
+            let j = driver_workers(Some("RestartReplicatedJob"), status);
+            let p = plan(&j, &dw_jobs(), &failing(dw_pods(0, [1; 4]), 1));
+            assert_eq!(
+                failed_cond(&p),
+                Some((
+                    "ReachedMaxRestarts",
+                    "jobset failed due to reaching max number of restarts (first failed job: js-workers-0)"
+                )),
+                "{case}"
+            );
+            assert_eq!(p.update.status.terminal_state, "Failed", "{case}");
+            assert_eq!(rj_entry(&p, "workers").previous_in_place_restart_attempt, Some(0), "{case}: no restart");
+            assert!(records(&p).is_empty() && restart_metrics(&p).is_empty(), "{case}");
+        }
+        let j = driver_workers(Some("RestartReplicatedJob"), workers_restarted_once());
+        let p = plan(&j, &dw_jobs(), &failing(dw_pods(0, [1; 4]), 1));
+        assert_eq!(failed_cond(&p), None, "one restart of two spent: the second goes ahead");
+        assert_eq!(rj_entry(&p, "workers").in_place_restarts_count_towards_max, 2);
+    }
+
+    #[test]
+    fn ignore_max_restarts_never_spends_the_budget() {
+        let action = "RestartReplicatedJobAndIgnoreMaxRestarts";
+        let mut status = workers_restarted_once();
+        status["restartsCountTowardsMax"] = json!(5);
+        status["restarts"] = json!(5);
+        let j = driver_workers(Some(action), status);
+        // A worker container restarted past maxRestarts: the count check is off too.
+        let pods = dw_pods(0, [1; 4])
+            .into_iter()
+            .enumerate()
+            .map(|(k, p)| if k == 2 { p.restart_count("worker", 7) } else { p });
+        let p = plan(&j, &dw_jobs(), &failing(pods.collect(), 1));
+        assert_eq!(failed_cond(&p), None);
+        let w = rj_entry(&p, "workers");
+        assert_eq!(
+            (w.previous_in_place_restart_attempt, w.in_place_restarts, w.in_place_restarts_count_towards_max),
+            (Some(1), 2, 1)
+        );
+        assert_eq!(events(&p)[0].0, "RestartReplicatedJobAndIgnoreMaxRestartsFailurePolicyAction");
+        assert_eq!(restart_metrics(&p), [(action, "WorkerFailed")]);
+        assert!(!records(&p)[0].7, "the record says it is not counted");
+    }
+
+    #[test]
+    fn a_container_restarted_past_max_restarts_fails_a_jobset_whose_scoped_rules_all_count() {
+        let j = driver_workers(Some("RestartReplicatedJob"), workers_restarted_once());
+        let pods = dw_pods(1, [1; 4])
+            .into_iter()
+            .enumerate()
+            .map(|(k, p)| if k == 2 { p.restart_count("worker", 3) } else { p });
+        let p = plan(&j, &dw_jobs(), &objs(pods.collect()));
+        assert_eq!(
+            failed_cond(&p),
+            Some(("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"))
+        );
+    }
+
+    #[test]
+    fn a_driver_failure_in_scoped_mode_restarts_every_pod_and_is_counted() {
+        use jobset_api::jobset::RestartScope;
+        let j = driver_workers(Some("RestartReplicatedJob"), workers_restarted_once());
+        let p = plan(&j, &dw_jobs(), &failing(dw_pods(0, [1; 4]), 0));
+        assert_eq!(
+            attempts(&p),
+            [(Some(0), Some(1)), (Some(1), Some(0)), (None, None)],
+            "previous ≥ every pod's attempt"
+        );
+        assert_eq!((p.update.status.in_place_restarts, rj_entry(&p, "workers").in_place_restarts), (1, 1));
+        assert_eq!(
+            events(&p),
+            [(
+                "RestartJobSetFailurePolicyAction",
+                "applying RestartJobSet failure policy action (first failed job: js-driver-0)"
+            )]
+        );
+        assert_eq!(restart_metrics(&p), [("RestartJobSet", "WorkerFailed")]);
+        assert_eq!(
+            records(&p),
+            [(
+                RestartScope::JobSet,
+                None,
+                RestartStrategy::InPlaceRestart,
+                2,
+                "WorkerFailed",
+                None,
+                "RestartJobSet",
+                true
+            )]
+        );
+        let want = TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["driver".into()], job_index: None };
+        assert_eq!(p.trigger_pods, Some(want));
+        // Every pod back at 2: the JobSet's current covers them all, the workers' entry stays.
+        let again = plan(&after(&j, &p), &dw_jobs(), &objs(dw_pods(2, [2; 4])));
+        assert_eq!(attempts(&again), [(Some(2), Some(1)), (Some(1), Some(0)), (None, None)]);
+        assert!(restart_metrics(&again).is_empty());
+    }
+
+    #[test]
+    fn until_the_jobset_is_in_sync_at_its_newest_attempt_every_pod_waits_for_all_the_others() {
+        let js_restarting = json!({"currentInPlaceRestartAttempt": 0, "previousInPlaceRestartAttempt": 1,
+            "replicatedJobsStatus": [serde_json::from_str::<Value>(WORKERS_SYNCED).unwrap()]});
+        // (case, status, pods, attempts after: JobSet, workers)
+        type Want = [(Option<i32>, Option<i32>); 2];
+        let cases: Vec<(&str, Value, Vec<Pod>, Want)> = vec![
+            (
+                "startup: the workers in sync, the driver not there yet",
+                json!({}),
+                objs(dw_pods(0, [0; 4]).into_iter().skip(1).collect()),
+                [(None, None), (None, None)],
+            ),
+            ("startup: every pod in sync", json!({}), objs(dw_pods(0, [0; 4])), [(Some(0), None), (None, None)]),
+            (
+                "a JobSet-wide restart: the workers back first",
+                js_restarting.clone(),
+                objs(dw_pods(1, [2; 4])),
+                [(Some(0), Some(1)), (Some(1), Some(0))],
+            ),
+            (
+                "a JobSet-wide restart: every pod back",
+                js_restarting.clone(),
+                objs(dw_pods(2, [2; 4])),
+                [(Some(2), Some(1)), (Some(1), Some(0))],
+            ),
+            (
+                // The workers' pods once at 3 all failed and were replaced: the agents announce 4.
+                "a JobSet-wide restart: agents announcing past a gap",
+                {
+                    let mut s = js_restarting.clone();
+                    s["replicatedJobsStatus"][0]["currentInPlaceRestartAttempt"] = json!(3);
+                    s
+                },
+                objs(dw_pods(4, [1, 4, 4, 4])),
+                [(Some(0), Some(1)), (Some(3), Some(0))],
+            ),
+        ];
+        for (case, status, pods, want) in cases {
+            let p = plan(&driver_workers(Some("RestartReplicatedJob"), status), &dw_jobs(), &pods);
+            assert_eq!(attempts(&p)[..2], want, "{case}");
+            assert!(restart_metrics(&p).is_empty(), "{case}");
+        }
+        // A worker's pod replaced before the first sync: upstream's hybrid restart of every pod.
+        let p =
+            plan(&driver_workers(Some("RestartReplicatedJob"), json!({})), &dw_jobs(), &objs(dw_pods(0, [0, 0, 0, 1])));
+        assert_eq!(attempts(&p)[..2], [(None, Some(0)), (None, None)]);
+        assert_eq!(
+            (restart_metrics(&p), p.update.status.in_place_restarts),
+            (vec![("RestartJobSet", "PodRestartedInPlace")], 1)
+        );
+        let every = vec!["driver".into(), "workers".into()];
+        assert_eq!(
+            p.trigger_pods,
+            Some(TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: every, job_index: None })
+        );
+        assert_eq!(events(&p)[0].1, "applying RestartJobSet failure policy action (first failed job: js-workers-1)");
+        // A worker's pod replaced during a JobSet-wide restart: every pod again, none left behind.
+        let p = plan(
+            &driver_workers(Some("RestartReplicatedJob"), js_restarting),
+            &dw_jobs(),
+            &objs(dw_pods(2, [2, 2, 2, 3])),
+        );
+        assert_eq!(attempts(&p)[..2], [(Some(0), Some(2)), (Some(1), Some(0))]);
+    }
+
+    #[test]
+    fn a_replaced_driver_pod_restarts_every_pod() {
+        let j = driver_workers(Some("RestartReplicatedJob"), workers_restarted_once());
+        // The only driver pod came back new at the global maximum + 1: the workers must join it.
+        let p = plan(&j, &dw_jobs(), &objs(dw_pods(2, [1; 4])));
+        assert_eq!(attempts(&p)[0], (Some(0), Some(1)));
+        assert_eq!(restart_metrics(&p), [("RestartJobSet", "PodRestartedInPlace")]);
+    }
+
+    #[test]
+    fn restart_job_in_place_restarts_only_that_jobs_pods() {
+        use jobset_api::jobset::{JobInPlaceRestartStatus, RestartScope};
+        let j = driver_workers(Some("RestartJob"), json!({"currentInPlaceRestartAttempt": 0}));
+        let p = plan(&j, &dw_jobs(), &failing(dw_pods(0, [0; 4]), 3));
+        let w = rj_entry(&p, "workers");
+        let entry = JobInPlaceRestartStatus {
+            job_index: 1,
+            previous_in_place_restart_attempt: Some(0),
+            restarts: 1,
+            restarts_count_towards_max: 1,
+            ..Default::default()
+        };
+        assert_eq!(w.in_place_restart_jobs, [entry]);
+        assert_eq!(attempts(&p), [(Some(0), None), (None, None), (None, None)]);
+        assert_eq!(
+            events(&p),
+            [(
+                "RestartJobFailurePolicyAction",
+                "applying RestartJob failure policy action (first failed job: js-workers-1)"
+            )]
+        );
+        let r = &records(&p)[0];
+        assert_eq!((r.0, r.1, r.3, r.6), (RestartScope::Job, Some("js-workers-1"), 1, "RestartJob"));
+        assert_eq!(p.update.status.restart_history[0].trigger.job.as_deref(), Some("js-workers-1"));
+        let want =
+            TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["workers".into()], job_index: Some(1) };
+        assert_eq!(p.trigger_pods, Some(want));
+        // Job 1's pods back at 1: its own current; Job 0's pods stayed at 0.
+        let again = plan(&after(&j, &p), &dw_jobs(), &objs(dw_pods(0, [0, 0, 1, 1])));
+        let jobs = &rj_entry(&again, "workers").in_place_restart_jobs;
+        assert_eq!((jobs.len(), jobs[0].current_in_place_restart_attempt), (1, Some(1)));
+        assert!(restart_metrics(&again).is_empty());
+    }
+
+    #[test]
+    fn the_same_state_twice_restarts_and_counts_once() {
+        let cases = [
+            ("a failed worker", Some("RestartReplicatedJob"), failing(dw_pods(0, [1; 4]), 1)),
+            ("a replacement worker", Some("RestartReplicatedJob"), objs(dw_pods(0, [1, 1, 1, 2]))),
+            ("a failed driver", Some("RestartReplicatedJob"), failing(dw_pods(0, [1; 4]), 0)),
+            ("a failed worker of a Job", Some("RestartJob"), failing(dw_pods(0, [1; 4]), 1)),
+        ];
+        for (case, action, pods) in cases {
+            let j = driver_workers(action, workers_restarted_once());
+            let first = plan_at(&j, &dw_jobs(), &pods, 50);
+            assert_eq!(first.update.status.restart_history.len(), 1, "{case}");
+            let second = plan_at(&after(&j, &first), &dw_jobs(), &pods, 51);
+            let s = |p: &Plan| {
+                let st = &p.update.status;
+                (
+                    st.in_place_restarts,
+                    st.replicated_jobs_status.clone(),
+                    st.restart_history.len(),
+                    st.previous_in_place_restart_attempt,
+                )
+            };
+            assert_eq!(s(&second), s(&first), "{case}");
+            assert!(
+                restart_metrics(&second).is_empty() && second.update.events.is_empty() && second.trigger_pods.is_none(),
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_jobset_with_only_upstream_rules_restarts_in_place_as_upstream() {
+        let rule = |r: Value| {
+            driver_workers(None, json!({})).spec.failure_policy.map(|mut f| {
+                f.rules = serde_json::from_value(json!([r])).unwrap();
+                f
+            })
+        };
+        let policies = [
+            ("RestartJobSet", rule(json!({"name": "r", "action": "RestartJobSet"}))),
+            ("FailJobSet", rule(json!({"name": "r", "action": "FailJobSet", "targetReplicatedJobs": ["workers"]}))),
+            (
+                "RestartReplicatedJob with reasons",
+                rule(
+                    json!({"name": "r", "action": "RestartReplicatedJob", "onJobFailureReasons": ["PodFailurePolicy"]}),
+                ),
+            ),
+            (
+                "RestartJob with patterns",
+                rule(json!({"name": "r", "action": "RestartJob", "onJobFailureMessagePatterns": ["x"]})),
+            ),
+        ];
+        let states: Vec<(&str, Value, Vec<Pod>)> = vec![
+            ("startup", json!({}), objs(dw_pods(0, [0; 4]))),
+            ("a failed worker", json!({"currentInPlaceRestartAttempt": 0}), failing(dw_pods(0, [0; 4]), 2)),
+            ("an agent moved on", json!({"currentInPlaceRestartAttempt": 0}), objs(dw_pods(0, [0, 1, 0, 0]))),
+            ("beyond maxRestarts", json!({"currentInPlaceRestartAttempt": 2}), objs(dw_pods(3, [2; 4]))),
+        ];
+        for (state, status, pods) in &states {
+            let upstream = plan(&driver_workers(None, status.clone()), &dw_jobs(), pods);
+            for (policy, fp) in &policies {
+                let mut j = driver_workers(None, status.clone());
+                j.spec.failure_policy = fp.clone();
+                let p = plan(&j, &dw_jobs(), pods);
+                assert_eq!(p.update.status, upstream.update.status, "{state}, {policy}");
+                assert_eq!(
+                    (&p.update.events, &p.update.metrics, &p.trigger_pods),
+                    (&upstream.update.events, &upstream.update.metrics, &upstream.trigger_pods),
+                    "{state}, {policy}"
+                );
+            }
         }
     }
 
