@@ -7,6 +7,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::decide::Scope;
+use crate::resume::ResumeStore;
+
 /// Where a pod's service-account files are mounted.
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// Upstream's default barrier path and port.
@@ -36,7 +39,18 @@ pub struct AgentConfig {
     /// Extension `BARRIER_HOLD`: how long the barrier endpoint holds a probe while the barrier is
     /// up, answering 200 the moment it lifts ([`crate::HttpBarrier`]; zero: 503 at once).
     pub barrier_hold: Duration,
+    /// `AGENT_REPLICATED_JOB_NAME` and `AGENT_JOB_INDEX`: the pod's scope, which selects the status entries
+    /// of scoped in-place restart that cover it. `None`: read from the pod's labels the first
+    /// time the JobSet's status carries a scoped entry (see [`AgentConfig::with_scope`]).
+    pub scope: Option<Scope>,
+    /// Where the agent keeps its JobSet watch's resume point across its own restarts
+    /// (`WATCH_STATE_FILE`, see [`crate::resume`]).
+    pub resume: ResumeStore,
 }
+
+/// The default `WATCH_STATE_FILE`, `<this>-<POD_NAME>.json`: in a process pod's `/tmp`, which
+/// outlives its containers (named after the pod, for pods that share the host's `/tmp`).
+pub const DEFAULT_WATCH_STATE_FILE: &str = "/tmp/jobset-in-place-restart-agent";
 
 /// An HTTP path and port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +104,8 @@ pub enum ConfigError {
     Incompatible(&'static str, &'static str),
     #[error("the namespace: neither NAMESPACE nor POD_NAMESPACE is set, and reading {path}: {error}")]
     Namespace { path: String, error: String },
+    #[error("environment variable {0} is set but {1} is not; set both (the pod's scope) or neither")]
+    Partial(&'static str, &'static str),
 }
 
 impl AgentConfig {
@@ -106,7 +122,17 @@ impl AgentConfig {
             worker: None,
             backoff: BackoffConfig::default(),
             barrier_hold: crate::DEFAULT_BARRIER_HOLD,
+            scope: None,
+            resume: ResumeStore::Off,
         }
+    }
+
+    /// The pod's scope: its replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`) and
+    /// its Job's index (label `jobset.sigs.k8s.io/job-index`). An agent given its scope never
+    /// reads its pod for it.
+    pub fn with_scope(mut self, replicated_job: &str, job_index: i32) -> AgentConfig {
+        self.scope = Some(Scope { replicated_job: replicated_job.into(), job_index });
+        self
     }
 
     /// Reads the configuration through `env` (empty values count as unset); the namespace falls
@@ -189,6 +215,11 @@ impl AgentConfig {
             return Err(invalid("WATCH_BACKOFF_MAX", &raw, "must not be below WATCH_BACKOFF_INITIAL"));
         }
 
+        let resume = match get("WATCH_STATE_FILE").as_deref() {
+            Some("off") => ResumeStore::Off,
+            Some(path) => ResumeStore::File(path.into()),
+            None => ResumeStore::File(format!("{DEFAULT_WATCH_STATE_FILE}-{pod_name}.json").into()),
+        };
         Ok(AgentConfig {
             namespace,
             jobset_name,
@@ -199,7 +230,26 @@ impl AgentConfig {
             worker,
             backoff,
             barrier_hold: duration(&get, "BARRIER_HOLD", crate::DEFAULT_BARRIER_HOLD)?,
+            scope: scope(&get)?,
+            resume,
         })
+    }
+}
+
+/// `AGENT_REPLICATED_JOB_NAME` and `AGENT_JOB_INDEX` (downward API on the pod's labels), both or neither.
+fn scope(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Scope>, ConfigError> {
+    match (get("AGENT_REPLICATED_JOB_NAME"), get("AGENT_JOB_INDEX")) {
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ConfigError::Partial("AGENT_REPLICATED_JOB_NAME", "AGENT_JOB_INDEX")),
+        (None, Some(_)) => Err(ConfigError::Partial("AGENT_JOB_INDEX", "AGENT_REPLICATED_JOB_NAME")),
+        (Some(replicated_job), Some(index)) => match index.parse::<i32>() {
+            Ok(job_index) if job_index >= 0 => Ok(Some(Scope { replicated_job, job_index })),
+            _ => Err(invalid(
+                "AGENT_JOB_INDEX",
+                &index,
+                "expected a non-negative integer (the label jobset.sigs.k8s.io/job-index)",
+            )),
+        },
     }
 }
 
@@ -491,6 +541,37 @@ mod tests {
         assert_eq!(with(&[("BARRIER_HOLD", "2s")]).unwrap().barrier_hold, Duration::from_secs(2));
         let err = with(&[("BARRIER_HOLD", "long")]).unwrap_err();
         assert!(err.to_string().contains("BARRIER_HOLD"), "{err}");
+    }
+
+    #[test]
+    fn scope_from_both_variables_or_neither() {
+        assert_eq!(with(&[]).unwrap().scope, None, "read from the pod when needed");
+        let c = with(&[("AGENT_REPLICATED_JOB_NAME", "workers"), ("AGENT_JOB_INDEX", "7")]).unwrap();
+        assert_eq!(c.scope, Some(Scope { replicated_job: "workers".into(), job_index: 7 }));
+        assert_eq!(c, AgentConfig { scope: None, ..c.clone() }.with_scope("workers", 7), "the in-process builder");
+        let c = with(&[("AGENT_REPLICATED_JOB_NAME", ""), ("AGENT_JOB_INDEX", "")]).unwrap();
+        assert_eq!(c.scope, None, "empty values count as unset");
+
+        let err = with(&[("AGENT_REPLICATED_JOB_NAME", "workers")]).unwrap_err();
+        assert_eq!(err, ConfigError::Partial("AGENT_REPLICATED_JOB_NAME", "AGENT_JOB_INDEX"));
+        assert!(err.to_string().contains("JOB_INDEX is not"), "{err}");
+        // A worker's own variables (upstream's examples set JOB_INDEX) are not the agent's scope.
+        let c = with(&[("JOB_INDEX", "0"), ("REPLICATED_JOB_NAME", "w")]).unwrap();
+        assert_eq!(c.scope, None, "main-container mode shares the worker's environment");
+        let err = with(&[("AGENT_JOB_INDEX", "0")]).unwrap_err();
+        assert_eq!(err, ConfigError::Partial("AGENT_JOB_INDEX", "AGENT_REPLICATED_JOB_NAME"));
+    }
+
+    #[test]
+    fn job_index_must_be_a_non_negative_integer() {
+        for bad in ["-1", "x", "1.5", "99999999999"] {
+            let err = with(&[("AGENT_REPLICATED_JOB_NAME", "workers"), ("AGENT_JOB_INDEX", bad)]).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { var: "AGENT_JOB_INDEX", value, .. } if value == bad),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains("AGENT_JOB_INDEX"), "{err}");
+        }
     }
 
     #[test]

@@ -15,10 +15,13 @@ pub mod backoff;
 pub mod barrier;
 pub mod config;
 pub mod decide;
+pub mod resume;
 mod run;
+mod scope;
 pub mod worker;
 
 pub use barrier::{Barrier, DEFAULT_BARRIER_HOLD, HttpBarrier, NoBarrier};
 pub use config::{AgentConfig, BackoffConfig, ConfigError, Endpoint, WorkerConfig};
+pub use resume::{MemoryStore, ResumeStore, saved_endpoint};
 pub use run::{FIELD_MANAGER, barrier_endpoint, run, termination_signal};
 pub use worker::{NoWorker, ProcessWorker, Worker};

@@ -9,14 +9,15 @@ use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::Request;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::json;
 
 use crate::backoff::JitteredBackoff;
 use crate::barrier::Barrier;
 use crate::config::{AgentConfig, BackoffConfig, Endpoint, EndpointChoice, barrier_endpoint_from_pod};
-use crate::decide::{self, Action, Input, JobSetView, Observed, Policy, State};
+use crate::decide::{self, Action, Input, Policy, State};
+use crate::resume::Change;
+use crate::scope::ScopeSource;
 use crate::worker::Worker;
 
 /// The field manager of the attempt annotation.
@@ -35,11 +36,10 @@ pub async fn run<B: Barrier, W: Worker>(
     let policy = Policy { exit_code: cfg.exit_code, keep_watch: cfg.worker.as_ref().is_some_and(|w| w.keep_watch) };
     let mut state = State::initial(worker.is_some());
     let pods = PodWriter { client: client.clone(), request: Request::new(Pod::url_path(&(), Some(&cfg.namespace))) };
-    let jobsets: Api<JobSetView> = Api::namespaced(client, &cfg.namespace);
-    // Only its own JobSet: a namespace may hold many, each with thousands of agents.
-    let selector = format!("metadata.name={}", cfg.jobset_name);
-    let mut events =
-        pin!(watcher(jobsets, watcher::Config::default().fields(&selector)).backoff(JitteredBackoff::new(cfg.backoff)));
+    let mut scope = ScopeSource::new(&cfg, client.clone());
+    // Only its own JobSet: a namespace may hold many, each with thousands of agents. Resumed
+    // from where this pod's previous agent left off, when it kept that (crate::resume).
+    let mut events = crate::resume::jobset_changes(&cfg, client);
     let mut stop = pin!(stop);
     tracing::info!(namespace = %cfg.namespace, jobset = %cfg.jobset_name, pod = %cfg.pod_name, "agent started");
 
@@ -47,15 +47,9 @@ pub async fn run<B: Barrier, W: Worker>(
         let input = tokio::select! {
             code = &mut stop => return shut_down(code, worker).await,
             event = events.next() => match event {
-                Some(Ok(watcher::Event::Apply(js) | watcher::Event::InitApply(js))) => Input::JobSet(Observed::of(&js)),
-                Some(Ok(watcher::Event::Delete(_))) => {
+                Some(Change::Apply(js)) => Input::JobSet(scope.observe(*js).await),
+                Some(Change::Deleted) => {
                     tracing::info!("the JobSet was deleted");
-                    continue;
-                }
-                Some(Ok(watcher::Event::Init | watcher::Event::InitDone)) => continue,
-                // The back-off pauses the stream before the watcher retries.
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "watching the JobSet");
                     continue;
                 }
                 None => {
@@ -64,6 +58,7 @@ pub async fn run<B: Barrier, W: Worker>(
                 }
             },
             code = exited(&mut worker, state.worker == decide::WorkerState::Running) => Input::WorkerExited(code),
+            js = scope.retry_due() => Input::JobSet(scope.observe(js).await),
         };
         let (next, actions) = decide::step(state, input, &policy);
         tracing::debug!(?input, ?actions, "step");
@@ -175,6 +170,10 @@ pub async fn barrier_endpoint(cfg: &AgentConfig, client: &Client) -> Endpoint {
     if let Some(e) = &cfg.barrier {
         return e.clone();
     }
+    // The pod spec cannot change: what this pod's previous agent read still holds.
+    if let Some(e) = crate::resume::saved_endpoint(cfg) {
+        return e;
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &cfg.namespace);
     let mut delays = JitteredBackoff::new(cfg.backoff);
     let pod = loop {
@@ -196,7 +195,9 @@ pub async fn barrier_endpoint(cfg: &AgentConfig, client: &Client) -> Endpoint {
             tracing::warn!(reason, "using the default barrier endpoint; set STARTUP_PROBE_PATH/STARTUP_PROBE_PORT");
         }
     }
-    choice.endpoint()
+    let endpoint = choice.endpoint();
+    crate::resume::save_endpoint(cfg, &endpoint);
+    endpoint
 }
 
 /// Resolves to `128 + signal` on the first SIGTERM or SIGINT. The handlers are installed when this

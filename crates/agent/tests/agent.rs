@@ -293,3 +293,114 @@ async fn keep_watch_worker_failure_announces_a_new_attempt_and_restarts_the_work
     exit.send(0).unwrap();
     assert_eq!(exit_code(agent).await, 0);
 }
+
+impl Env {
+    /// Gives the pod the labels of Job `job_index` of replicated job `replicated_job`.
+    async fn label_pod(&self, replicated_job: &str, job_index: i32) {
+        let labels = json!({"jobset.sigs.k8s.io/replicatedjob-name": replicated_job,
+                            "jobset.sigs.k8s.io/job-index": job_index.to_string()});
+        Api::<Pod>::namespaced(self.client.clone(), NS)
+            .patch(POD, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": labels}})))
+            .await
+            .unwrap();
+    }
+
+    /// Single-object GETs served so far (the agent's reads of its pod; the tests make none).
+    fn gets(&self) -> u64 {
+        self.server.requests.get.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until at least `n` single-object GETs were served.
+    async fn gets_reach(&self, n: u64) {
+        let reached = tokio::time::timeout(TIMEOUT, async {
+            while self.gets() < n {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        assert!(reached.is_ok(), "{} GETs, expected at least {n}", self.gets());
+    }
+}
+
+/// The JobSet synced at 0 with the workers' attempt 0 deprecated in the same write.
+fn workers_restarting() -> Value {
+    json!({"currentInPlaceRestartAttempt": 0,
+           "replicatedJobsStatus": [{"name": "workers", "ready": 1, "succeeded": 0, "failed": 0, "active": 1,
+                                     "suspended": 0, "previousInPlaceRestartAttempt": 0}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_reads_its_scope_once_a_scoped_entry_appears_and_follows_it() {
+    let env = Env::start().await;
+    env.label_pod("workers", 0).await;
+    let (agent, mut barrier) = spawn_sidecar(&env, std::future::pending());
+    env.attempt_is("0").await;
+    env.set_status(json!({"currentInPlaceRestartAttempt": 0})).await;
+    lifted(&mut barrier).await;
+    assert_eq!(env.gets(), 0, "no request for the scope while the status has no scoped entry");
+
+    env.set_status(workers_restarting()).await;
+    assert_eq!(exit_code(agent).await, EXIT_CODE, "deprecated by its replicated job's entry");
+    assert_eq!(env.gets(), 1, "the pod read once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_is_untouched_by_a_deprecation_of_the_workers() {
+    let env = Env::start().await;
+    env.label_pod("driver", 0).await;
+    let (agent, mut barrier) = spawn_sidecar(&env, std::future::pending());
+    env.attempt_is("0").await;
+    // Synced by the JobSet's entry in the write that deprecates the workers: a driver that took
+    // the workers' deprecation for its own would exit instead of lifting its barrier.
+    env.set_status(workers_restarting()).await;
+    lifted(&mut barrier).await;
+    assert!(!agent.is_finished());
+    assert_eq!(env.gets(), 1, "the pod read once");
+    env.set_status(json!({"previousInPlaceRestartAttempt": 0})).await;
+    assert_eq!(exit_code(agent).await, EXIT_CODE, "a JobSet-wide deprecation covers the driver");
+    assert_eq!(env.gets(), 1, "the scope is kept");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configured_scope_needs_no_pod_read() {
+    let env = Env::start().await;
+    let (tx, _rx) = watch::channel(false);
+    let cfg = env.config().with_scope("workers", 0);
+    let agent = tokio::spawn(jobset_agent::run(cfg, env.agent.clone(), tx, None::<NoWorker>, std::future::pending()));
+    env.attempt_is("0").await;
+    env.set_status(workers_restarting()).await;
+    assert_eq!(exit_code(agent).await, EXIT_CODE, "the pod has no labels: the configured scope applies");
+    assert_eq!(env.gets(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_scope_read_is_retried_with_back_off_without_a_new_jobset_event() {
+    let env = Env::start().await;
+    let pods = Api::<Pod>::namespaced(env.client.clone(), NS);
+    let (agent, mut barrier) = spawn_sidecar(&env, std::future::pending());
+    env.attempt_is("0").await;
+    env.set_status(json!({"currentInPlaceRestartAttempt": 0})).await;
+    lifted(&mut barrier).await;
+    // The pod goes away (the agent watches only its JobSet): its reads fail.
+    let mut pod = pods.get(POD).await.unwrap();
+    pods.delete(POD, &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+    let gets = env.gets();
+    env.set_status(workers_restarting()).await;
+    env.gets_reach(gets + 2).await;
+    assert!(!agent.is_finished(), "with its scope unknown only the JobSet's entry covers the pod");
+
+    pod.metadata = kube::api::ObjectMeta {
+        name: pod.metadata.name.take(),
+        namespace: pod.metadata.namespace.take(),
+        labels: Some(
+            [
+                ("jobset.sigs.k8s.io/replicatedjob-name".to_string(), "workers".to_string()),
+                ("jobset.sigs.k8s.io/job-index".to_string(), "0".to_string()),
+            ]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    assert_eq!(exit_code(agent).await, EXIT_CODE, "the retry read the scope and applied the status seen");
+}

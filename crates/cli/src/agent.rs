@@ -34,9 +34,10 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<i32> {
         let client = client(args.kubeconfig).await?;
         return Ok(jobset_agent::run(cfg, client, NoBarrier, Some(ProcessWorker::new(worker)), stop).await);
     }
-    // Listen before talking to the API server when the endpoint is known: the kubelet's startup
-    // probe then gets its 503 at once.
-    let early = match &cfg.barrier {
+    // Listen before talking to the API server when the endpoint is known (configured, or read
+    // from the pod by this pod's previous agent): the kubelet's startup probe then gets its 503 at once.
+    let known = cfg.barrier.clone().or_else(|| jobset_agent::saved_endpoint(&cfg));
+    let early = match &known {
         Some(e) => Some(bind(e, cfg.barrier_hold).await?),
         None => None,
     };

@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use jobset_agent::{Endpoint, NoBarrier, NoWorker, Worker};
+use jobset_agent::{Endpoint, MemoryStore, NoBarrier, NoWorker, ResumeStore, Worker};
 use jobset_api::appwrapper::keys::APPWRAPPER_LABEL;
 use jobset_api::job::JOB_NAME_LABEL as JOB_NAME;
 use jobset_api::jobset::agent::runs_agent;
@@ -393,11 +393,20 @@ pub struct SimulatedRuntime {
     running: RunningMap,
     next_id: AtomicU64,
     agent_client: Option<kube::Client>,
+    /// Each sidecar agent's watch resume point, by pod uid and container, kept across the
+    /// agent's restarts as a file in its pod would be (dropped with the pod).
+    resume: Mutex<HashMap<(String, String), MemoryStore>>,
 }
 
 impl SimulatedRuntime {
     pub fn new(state: SimulationState) -> SimulatedRuntime {
-        SimulatedRuntime { state, running: Arc::default(), next_id: AtomicU64::new(1), agent_client: None }
+        SimulatedRuntime {
+            state,
+            running: Arc::default(),
+            next_id: AtomicU64::new(1),
+            agent_client: None,
+            resume: Mutex::default(),
+        }
     }
 
     /// The client the in-place restart agents run with (see the module doc). Without one, a
@@ -426,6 +435,13 @@ impl SimulatedRuntime {
         (id.clone(), rx, Forget(self.running.clone(), id))
     }
 
+    /// Where the agent of `container` in pod `uid` keeps its watch's resume point: the same for
+    /// each run of that container, until the pod is removed.
+    fn resume_store(&self, uid: &str, container: &str) -> MemoryStore {
+        let mut m = self.resume.lock().expect("resume points lock");
+        m.entry((uid.to_string(), container.to_string())).or_default().clone()
+    }
+
     /// Starts the in-place restart agent for `req` (see the module doc).
     fn start_agent(&self, req: StartRequest) -> Result<Started, RuntimeError> {
         let name = req.container.name.clone();
@@ -434,7 +450,8 @@ impl SimulatedRuntime {
                 "container {name:?}: runs the in-place restart agent but the simulated runtime has no API client"
             )));
         };
-        let cfg = agent_config(&req)?;
+        let mut cfg = agent_config(&req)?;
+        cfg.resume = ResumeStore::Memory(self.resume_store(req.pod.metadata.uid.as_deref().unwrap_or_default(), &name));
         // A kill stops the agent at once (a simulated worker stops at once too); a dropped switch
         // is no kill.
         let stop = |kill: oneshot::Receiver<Duration>| async move {
@@ -488,7 +505,8 @@ impl SimulatedRuntime {
 /// the `jobset agent` command reads its environment: the process runtime's resolver
 /// ([`process::container_env`]: literal values with `$(VAR)` expansion, `envFrom`, `configMapKeyRef`,
 /// `secretKeyRef` and downward API `fieldRef`s). The namespace defaults to the pod's (there is
-/// no service-account directory), `AGENT_CONTAINER_NAME` to the container itself.
+/// no service-account directory), `AGENT_CONTAINER_NAME` to the container itself, the scope
+/// (`AGENT_REPLICATED_JOB_NAME`, `AGENT_JOB_INDEX`) to the pod's labels (the pod is at hand: no GET).
 pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, RuntimeError> {
     let c = &req.container;
     let mut env = process::container_env(req)?;
@@ -503,6 +521,11 @@ pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, Run
     let mut cfg = jobset_agent::AgentConfig::from_env(|k| env.get(k).cloned(), no_service_account)
         .map_err(|e| fail(e.to_string()))?;
     cfg.container_name.get_or_insert_with(|| c.name.clone());
+    // No file system: the runtime keeps the resume point in memory (SimulatedRuntime::start_agent).
+    cfg.resume = ResumeStore::Off;
+    if cfg.scope.is_none() {
+        cfg.scope = req.pod.metadata.labels.as_ref().and_then(jobset_agent::decide::Scope::of_labels);
+    }
     Ok(cfg)
 }
 
@@ -635,6 +658,12 @@ impl Runtime for SimulatedRuntime {
         let kill = self.running.lock().ok().and_then(|mut m| m.get_mut(id)?.kill.take());
         if let Some(kill) = kill {
             let _ = kill.send(grace);
+        }
+    }
+
+    fn remove_pod(&self, uid: &str) {
+        if let Ok(mut m) = self.resume.lock() {
+            m.retain(|(pod, _), _| pod != uid);
         }
     }
 
@@ -1088,6 +1117,28 @@ mod agent_tests {
     }
 
     #[test]
+    fn agent_config_takes_the_scope_from_the_pod_labels_unless_set() {
+        let scope = |rjob: &str, index: i32| {
+            Some(jobset_agent::decide::Scope { replicated_job: rjob.into(), job_index: index })
+        };
+        let c = agent_container(standard_env());
+        let mut pod = agent_pod(&c);
+        assert_eq!(agent_config(&request(pod.clone(), c.clone())).unwrap().scope, None, "no labels: read when needed");
+        let labels = pod.metadata.labels.get_or_insert_default();
+        labels.insert("jobset.sigs.k8s.io/replicatedjob-name".into(), "workers".into());
+        labels.insert("jobset.sigs.k8s.io/job-index".into(), "1".into());
+        assert_eq!(agent_config(&request(pod.clone(), c)).unwrap().scope, scope("workers", 1));
+        let mut env = standard_env();
+        let set = [
+            json!({"name": "AGENT_REPLICATED_JOB_NAME", "value": "driver"}),
+            json!({"name": "AGENT_JOB_INDEX", "value": "0"}),
+        ];
+        env.as_array_mut().unwrap().extend(set);
+        let c = agent_container(env);
+        assert_eq!(agent_config(&request(pod, c)).unwrap().scope, scope("driver", 0), "the env wins");
+    }
+
+    #[test]
     fn agent_config_errors_name_the_container() {
         let err = config_of(json!([{"name": "POD_NAME", "value": "p"}])).unwrap_err();
         assert!(err.0.contains("container \"agent\"") && err.0.contains("JOBSET_NAME is required"), "{err}");
@@ -1103,6 +1154,22 @@ mod agent_tests {
         ]))
         .unwrap_err();
         assert!(err.0.contains("unsupported fieldRef"), "{err}");
+    }
+
+    #[test]
+    fn agent_resume_points_are_kept_per_pod_and_container_until_the_pod_goes() {
+        let rt = SimulatedRuntime::new(SimulationState::new());
+        let first = rt.resume_store("u1", "agent");
+        // (pod, container, shares the first run's resume point)
+        let cases = [("u1", "agent", true), ("u2", "agent", false), ("u1", "other", false)];
+        for (uid, container, same) in cases {
+            assert_eq!(rt.resume_store(uid, container) == first, same, "{uid}/{container}");
+        }
+        rt.remove_pod("u1");
+        assert!(rt.resume_store("u1", "agent") != first, "dropped with its pod");
+        assert!(rt.resume_store("u2", "agent") == rt.resume_store("u2", "agent"), "other pods keep theirs");
+        // The agent's own default, a file in /tmp, would be the host's /tmp here.
+        assert_eq!(config_of(standard_env()).unwrap().resume, ResumeStore::Off);
     }
 
     #[tokio::test]

@@ -1,0 +1,187 @@
+//! A restarted sidecar agent resumes its JobSet watch where its pod's previous agent left off
+//! (crates/agent/src/resume.rs), against the embedded API server: no list when the server still
+//! has the history after the saved resourceVersion, a list after a 410.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jobset_agent::{AgentConfig, BackoffConfig, Endpoint, MemoryStore, NoWorker, ResumeStore};
+use jobset_api::jobset::JobSet;
+use jobset_api::jobset::keys::{DISABLE_IN_PLACE_RESTART, IN_PLACE_RESTART_ATTEMPT};
+use jobset_apiserver::persist::Memory;
+use jobset_apiserver::store::StoreConfig;
+use jobset_apiserver::{Admission, ApiServer, ServerConfig};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+const TIMEOUT: Duration = Duration::from_secs(20);
+const NS: &str = "default";
+const POD: &str = "train-workers-0-0";
+
+struct Env {
+    server: Arc<ApiServer>,
+    client: kube::Client,
+    store: MemoryStore,
+}
+
+impl Env {
+    /// A server keeping `history` events per resource for watches, with the JobSet `train`
+    /// (InPlaceRestart) and its pod.
+    async fn start(history: usize) -> Env {
+        let config =
+            ServerConfig { store: StoreConfig { watch_history: history, ..Default::default() }, ..Default::default() };
+        let server = ApiServer::new(Box::new(Memory), Admission::default(), config).unwrap();
+        let client = server.client();
+        let js: JobSet = serde_json::from_value(json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": NS},
+            "spec": {
+                "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
+                "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
+                    "completions": 1, "parallelism": 1,
+                    "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
+                    "template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "worker", "image": "busybox"}]}}
+                }}}]
+            }
+        }))
+        .unwrap();
+        Api::<JobSet>::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": POD, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": "train"}},
+            "spec": {
+                "initContainers": [{"name": "agent", "image": "jobset", "restartPolicy": "Always",
+                                    "startupProbe": {"httpGet": {"path": "/barrier-is-lifted", "port": 8080}}}],
+                "containers": [{"name": "worker", "image": "busybox"}]
+            }
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(client.clone(), NS).create(&PostParams::default(), &pod).await.unwrap();
+        Env { server, client, store: MemoryStore::new() }
+    }
+
+    fn config(&self) -> AgentConfig {
+        let mut cfg = AgentConfig::new(NS, "train", POD);
+        cfg.exit_code = 42;
+        cfg.backoff =
+            BackoffConfig { initial: Duration::from_millis(10), max: Duration::from_millis(100), jitter: 1.0 };
+        cfg.resume = ResumeStore::Memory(self.store.clone());
+        cfg
+    }
+
+    /// One agent "container run": a sidecar-mode agent with a fresh barrier, sharing the store.
+    fn spawn(&self) -> (JoinHandle<i32>, watch::Receiver<bool>) {
+        let (tx, rx) = watch::channel(false);
+        let agent = jobset_agent::run(self.config(), self.client.clone(), tx, None::<NoWorker>, std::future::pending());
+        (tokio::spawn(agent), rx)
+    }
+
+    async fn patch_jobset(&self, patch: Value) {
+        let api = Api::<JobSet>::namespaced(self.client.clone(), NS);
+        api.patch("train", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+    }
+
+    async fn set_status(&self, status: Value) {
+        Api::<JobSet>::namespaced(self.client.clone(), NS)
+            .patch_status("train", &PatchParams::default(), &Patch::Merge(json!({"status": status})))
+            .await
+            .unwrap();
+    }
+
+    /// The pod's attempt annotation, read with one GET.
+    async fn attempt(&self) -> Option<String> {
+        let pod = Api::<Pod>::namespaced(self.client.clone(), NS).get(POD).await.unwrap();
+        pod.metadata.annotations.and_then(|mut a| a.remove(IN_PLACE_RESTART_ATTEMPT))
+    }
+
+    /// Waits until the pod's attempt annotation is `want` (GETs until then: no list).
+    async fn attempt_is(&self, want: &str) {
+        let seen = tokio::time::timeout(TIMEOUT, async {
+            while self.attempt().await.as_deref() != Some(want) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(seen.is_ok(), "the pod was not annotated with attempt {want}");
+    }
+
+    fn count(&self, verb: &str) -> u64 {
+        self.server.requests.snapshot().0.into_iter().find(|(v, _)| *v == verb).map_or(0, |(_, n)| n)
+    }
+
+    /// The first agent run: announces 0, is lifted at current 0, and is killed. Returns the
+    /// saved resume point.
+    async fn first_run(&self) -> jobset_agent::resume::Saved {
+        let (agent, mut barrier) = self.spawn();
+        self.attempt_is("0").await;
+        self.set_status(json!({"currentInPlaceRestartAttempt": 0})).await;
+        lifted(&mut barrier).await;
+        agent.abort();
+        let _ = agent.await;
+        self.store.get().expect("the agent kept its resume point")
+    }
+}
+
+async fn lifted(rx: &mut watch::Receiver<bool>) {
+    tokio::time::timeout(TIMEOUT, rx.wait_for(|l| *l)).await.expect("barrier lifted in time").unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_agent_resumes_its_watch_at_the_saved_resource_version_without_a_list() {
+    let env = Env::start(10_000).await;
+    let saved = env.first_run().await;
+    let status = saved.object.as_deref().map(|o| serde_json::from_str::<Value>(o).unwrap()["status"].clone());
+    assert_eq!(status, Some(json!({"currentInPlaceRestartAttempt": 0})), "the JobSet as last seen");
+    assert!(!saved.resource_version.is_empty());
+
+    // While no agent runs, the JobSet changes: only a watch from the saved resourceVersion
+    // replays that; a watch from "now" never sees it.
+    env.patch_jobset(json!({"metadata": {"annotations": {DISABLE_IN_PLACE_RESTART: "true"}}})).await;
+    let (lists, watches) = (env.count("list"), env.count("watch"));
+    let (agent, mut barrier) = env.spawn();
+    lifted(&mut barrier).await;
+    assert_eq!(env.count("list"), lists, "no list");
+    assert_eq!(env.count("watch"), watches + 1, "one watch");
+    // It decided from the saved view first (current 0: announce 1); a list would have shown the
+    // bypass annotation, which announces nothing.
+    assert_eq!(env.attempt().await.as_deref(), Some("1"));
+    assert!(!agent.is_finished());
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_agent_relists_when_its_resource_version_is_gone() {
+    let env = Env::start(2).await;
+    env.first_run().await;
+    // More changes than the server keeps: the saved resourceVersion is compacted away (410).
+    for i in 0..4 {
+        env.patch_jobset(json!({"metadata": {"labels": {"change": i.to_string()}}})).await;
+    }
+    env.patch_jobset(json!({"metadata": {"annotations": {DISABLE_IN_PLACE_RESTART: "true"}}})).await;
+    let lists = env.count("list");
+    let (agent, mut barrier) = env.spawn();
+    lifted(&mut barrier).await;
+    assert_eq!(env.count("list"), lists + 1, "one list after the 410");
+    let saved = env.store.get().unwrap();
+    let annotations =
+        serde_json::from_str::<Value>(saved.object.as_deref().unwrap()).unwrap()["metadata"]["annotations"].clone();
+    assert_eq!(annotations[DISABLE_IN_PLACE_RESTART], "true", "the listed JobSet is kept for the next run");
+    agent.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn barrier_endpoint_read_once_per_pod_and_then_kept() {
+    let env = Env::start(10_000).await;
+    let mut cfg = env.config();
+    cfg.barrier = None;
+    let want = Endpoint { path: "/barrier-is-lifted".into(), port: 8080 };
+    let gets = env.count("get");
+    let got = tokio::time::timeout(TIMEOUT, jobset_agent::barrier_endpoint(&cfg, &env.client)).await.unwrap();
+    assert_eq!((got, env.count("get")), (want.clone(), gets + 1), "read from the pod");
+    assert_eq!(jobset_agent::saved_endpoint(&cfg), Some(want.clone()), "kept");
+    let got = tokio::time::timeout(TIMEOUT, jobset_agent::barrier_endpoint(&cfg, &env.client)).await.unwrap();
+    assert_eq!((got, env.count("get")), (want, gets + 1), "the next agent of the pod reads no pod");
+}
