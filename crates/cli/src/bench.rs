@@ -109,7 +109,11 @@ pub enum BenchCommand {
     /// workers past the barrier, then one worker fails and every pod restarts in place: once with
     /// the agent as a sidecar, once in main-container mode keeping its watch; then the same
     /// JobSet with `Recreate` for comparison. All with kube-apiserver's in-flight limits.
-    /// First, an in-place restart of process-runtime pods (`jobset agent`, shell workers).
+    /// First, an in-place restart of process-runtime pods (`jobset agent`, shell workers). Last,
+    /// at each pod count, the scoped cases: a JobSet of a `driver` replicated job (Jobs of one
+    /// pod) and a `workers` one (Jobs of the rest), one worker fails: the workers restart in place
+    /// (a `RestartReplicatedJob` rule) in each mode, the whole JobSet in place in each mode, and
+    /// the workers are recreated (the same rule under `Recreate`).
     InPlace {
         /// Pod counts, each on a fresh cluster.
         #[arg(long, value_delimiter = ',', default_value = "1000,5000")]
@@ -135,12 +139,18 @@ pub enum BenchCommand {
         /// How long after its start the failing process-runtime worker fails.
         #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
         process_fail_after: Duration,
-        /// Skip the `Recreate` comparison.
+        /// Skip the `Recreate` comparisons (the scoped cases' too).
         #[arg(long)]
         no_recreate: bool,
         /// Where the agent runs, each measured in turn.
         #[arg(long, value_enum, value_delimiter = ',', default_value = "sidecar,main-container")]
         modes: Vec<in_place::Mode>,
+        /// Skip the scoped cases (driver/workers JobSet).
+        #[arg(long, conflicts_with = "only_scoped")]
+        no_scoped: bool,
+        /// Run only the scoped cases.
+        #[arg(long)]
+        only_scoped: bool,
     },
     /// The JobSet controller in a `jobset manager` process of its own (over HTTPS, QPS/burst
     /// 500/500) against in-process: a `Recreate` restart, then an in-place restart (main-container
@@ -262,8 +272,11 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             process_fail_after,
             no_recreate,
             modes,
+            no_scoped,
+            only_scoped,
         } => {
             let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
+            let cases = InPlaceCases { modes: &modes, recreate: !no_recreate, scoped: !no_scoped, only_scoped };
             in_place_bench(
                 &pods,
                 pods_per_job,
@@ -271,7 +284,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
                 (fail_after, process_fail_after),
                 limits,
                 process_pods,
-                (&modes, !no_recreate),
+                cases,
             )
             .await
         }
@@ -1241,7 +1254,17 @@ fn jobset_resource() -> kube::api::ApiResource {
     )
 }
 
-/// `jobset bench in-place`: in-place and `Recreate` restarts at each pod count, then processes.
+/// Which cases `jobset bench in-place` runs.
+struct InPlaceCases<'a> {
+    modes: &'a [in_place::Mode],
+    recreate: bool,
+    scoped: bool,
+    /// Only the scoped cases.
+    only_scoped: bool,
+}
+
+/// `jobset bench in-place`: processes, then in-place and `Recreate` restarts at each pod count,
+/// then the scoped cases at each pod count.
 async fn in_place_bench(
     sizes: &[i32],
     pods_per_job: i32,
@@ -1249,8 +1272,16 @@ async fn in_place_bench(
     (fail_after, process_fail_after): (Duration, Duration),
     limits: Limits,
     process_pods: i32,
-    (modes, recreate): (&[in_place::Mode], bool),
+    cases: InPlaceCases<'_>,
 ) -> anyhow::Result<()> {
+    let InPlaceCases { modes, recreate, scoped, only_scoped } = cases;
+    // Bad sizes fail before anything runs.
+    let topologies = match scoped {
+        true => {
+            sizes.iter().map(|&p| in_place::scoped::Topology::new(p, pods_per_job)).collect::<anyhow::Result<_>>()?
+        }
+        false => vec![],
+    };
     let limit = |n: Option<usize>| n.map_or("unlimited".to_string(), |n| n.to_string());
     println!(
         "jobset bench in-place ({} cores); API server in-flight limits: {} read-only, {} mutating",
@@ -1261,14 +1292,14 @@ async fn in_place_bench(
     // Processes first: forking from a process that grew to gigabytes in the simulated runs
     // (page tables, copy-on-write faults) would slow the process runtime down.
     let mut process = vec![];
-    if process_pods > 0 {
+    if process_pods > 0 && !only_scoped {
         for &mode in modes {
             println!();
             process.push((mode, in_place::process(process_pods, limits, process_fail_after, mode).await?));
         }
     }
     let mut rows = vec![];
-    for &pods in sizes {
+    for &pods in sizes.iter().filter(|_| !only_scoped) {
         let jobs = (pods / pods_per_job).max(1);
         let ppj = pods / jobs;
         let nodes = ((jobs * ppj) / pods_per_node.max(1)).max(1) as usize;
@@ -1285,6 +1316,35 @@ async fn in_place_bench(
             false => None,
         };
         rows.push((jobs * ppj, in_place, recreate));
+    }
+    let mut scoped_rows = vec![];
+    for topo in topologies {
+        let nodes = (topo.total() as i32 / pods_per_node.max(1)).max(1) as usize;
+        println!(
+            "\nscoped cases, {} pods: {} Jobs × (1 driver + {} workers) on {nodes} simulated nodes",
+            topo.total(),
+            topo.jobs,
+            topo.workers_per_job
+        );
+        let mut figures = vec![];
+        for &mode in modes {
+            for case in [in_place::scoped::Case::Scoped, in_place::scoped::Case::Whole] {
+                println!();
+                figures.push(in_place::scoped::run(case, topo, mode, nodes, limits, fail_after).await?);
+            }
+        }
+        if recreate {
+            println!();
+            let case = in_place::scoped::Case::Recreate;
+            figures.push(
+                in_place::scoped::run(case, topo, in_place::Mode::MainContainer, nodes, limits, fail_after).await?,
+            );
+        }
+        scoped_rows.push((topo, figures));
+    }
+    if rows.is_empty() && process.is_empty() {
+        print_scoped(&scoped_rows);
+        return Ok(());
     }
     println!();
     println!(
@@ -1321,5 +1381,69 @@ async fn in_place_bench(
     for (mode, f) in &process {
         row(process_pods, &format!("process, {}", mode.label()), f, None);
     }
+    print_scoped(&scoped_rows);
     Ok(())
+}
+
+/// The scoped cases' table, then, per pod count and mode, scoped / whole and Recreate / scoped.
+fn print_scoped(rows: &[(in_place::scoped::Topology, Vec<in_place::scoped::ScopedFigures>)]) {
+    use in_place::scoped::{Case, ratio};
+    if rows.is_empty() {
+        return;
+    }
+    let verbs = |v: &[(&str, u64)]| {
+        v.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>().join(", ")
+    };
+    println!();
+    println!(
+        "| pods | runtime | case | create → all running | failure → restarted pods running | pods restarted | drivers kept running | API requests (restart) | 429s | process CPU (restart) | RSS |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (topo, figures) in rows {
+        for f in figures {
+            let runtime = f.mode.map_or("simulated, no agent".to_string(), |m| format!("simulated, {}", m.label()));
+            println!(
+                "| {} | {runtime} | {} | {:.2} s | {:.3} s | {} ({}) | {} of {} | {} ({}) | {} | {:.1} s | {:.0} MB |",
+                topo.total(),
+                f.case.label(),
+                f.startup.as_secs_f64(),
+                f.restart.as_secs_f64(),
+                f.outcome.restarted_total(),
+                f.outcome.restarted.iter().map(|(r, n)| format!("{r} {n}")).collect::<Vec<_>>().join(", "),
+                f.outcome.drivers_kept,
+                f.outcome.drivers,
+                f.requests,
+                verbs(&f.by_verb),
+                f.rejected,
+                f.cpu.as_secs_f64(),
+                f.rss_mb
+            );
+        }
+    }
+    println!(
+        "(API requests: from the failure to the end; they include the simulated nodes' heartbeats when a restart spans their 10 s tick: a lease PATCH, a node GET and a node status PATCH per node)"
+    );
+    println!();
+    println!("| pods | runtime | scoped / whole (target ≤ 1) | Recreate / scoped (target ≥ 10) |");
+    println!("|---|---|---|---|");
+    for (topo, figures) in rows {
+        let recreate = figures.iter().find(|f| f.case == Case::Recreate);
+        let modes: Vec<in_place::Mode> = figures.iter().filter_map(|f| f.mode).fold(vec![], |mut v, m| {
+            if !v.contains(&m) {
+                v.push(m);
+            }
+            v
+        });
+        for mode in modes {
+            let of = |case: Case| figures.iter().find(|f| f.case == case && f.mode == Some(mode));
+            let (Some(scoped), whole) = (of(Case::Scoped), of(Case::Whole)) else { continue };
+            println!(
+                "| {} | simulated, {} | {} | {} |",
+                topo.total(),
+                mode.label(),
+                whole.map_or("-".to_string(), |w| ratio(scoped.restart, w.restart)),
+                recreate.map_or("-".to_string(), |r| ratio(r.restart, scoped.restart))
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `jobset bench in-place`: an in-place group restart of a JobSet whose every pod runs the real
 //! agent logic (simulated runtime), next to the `Recreate` restart of the same JobSet, both with
-//! kube-apiserver's in-flight limits; then the same in-place restart with real processes.
+//! kube-apiserver's in-flight limits; then the same in-place restart with real processes. The
+//! scoped cases (a driver/workers JobSet restarting a part of itself) are in [`scoped`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,8 @@ use serde_json::{Value, json};
 use tokio_util::task::AbortOnDropHandle;
 
 use super::{JS_NAME, Limits, cpu, rss_mb};
+
+pub(super) mod scoped;
 
 /// The worker container's name in the benchmark's pods.
 const WORKER: &str = "worker";
@@ -130,6 +133,8 @@ struct BenchPodStatus {
     conditions: Vec<BenchCondition>,
     #[serde(default)]
     container_statuses: Vec<BenchContainerStatus>,
+    #[serde(default)]
+    init_container_statuses: Vec<BenchContainerStatus>,
 }
 
 #[derive(Clone, Debug, serde::Deserialize)]
@@ -149,11 +154,18 @@ struct BenchContainerStatus {
     state: BenchContainerState,
 }
 
-/// Which of the states is set (their contents are not read).
+/// Which of the states is set, and when a running container started (the scoped cases show
+/// with it that the drivers were never restarted).
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 struct BenchContainerState {
-    running: Option<serde::de::IgnoredAny>,
+    running: Option<BenchRunning>,
     terminated: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BenchRunning {
+    started_at: Option<String>,
 }
 
 /// What the benchmark follows of one pod.
@@ -512,6 +524,22 @@ async fn measure(
     })
 }
 
+/// The pod spec of a simulated pod in `mode`, with `agent_env` added to the agent's env.
+fn simulated_spec(mode: Mode, agent_env: &[Value]) -> Value {
+    match mode {
+        Mode::Sidecar => {
+            let worker = json!({"name": WORKER, "image": "registry.example.com/ml/trainer:2026.11",
+                                "restartPolicy": "Never", "restartPolicyRules": worker_rules()});
+            let mut spec = pod_spec(worker);
+            if let Some(env) = spec.pointer_mut("/initContainers/0/env").and_then(Value::as_array_mut) {
+                env.extend_from_slice(agent_env);
+            }
+            spec
+        }
+        Mode::MainContainer => main_container_spec("python train.py", agent_env),
+    }
+}
+
 /// In-place group restart of `jobs` × `pods_per_job` simulated pods: pod 0 of Job 0 fails once,
 /// `fail_after` after its worker started.
 pub(super) async fn simulated(
@@ -533,12 +561,8 @@ pub(super) async fn simulated(
         true => Some(super::manager::ManagerProcess::start(&server).await?),
         false => None,
     };
-    let worker = json!({"name": WORKER, "image": "registry.example.com/ml/trainer:2026.11",
-                        "restartPolicy": "Never", "restartPolicyRules": worker_rules()});
-    let (spec, worker_runs) = match mode {
-        Mode::Sidecar => (pod_spec(worker), None),
-        Mode::MainContainer => (main_container_spec("python train.py", &[]), Some(cluster.simulation.worker_runs())),
-    };
+    let spec = simulated_spec(mode, &[]);
+    let worker_runs = (mode == Mode::MainContainer).then(|| cluster.simulation.worker_runs());
     let annotations = json!({
         "sim.jobset.x-k8s.io/duration": "forever",
         "sim.jobset.x-k8s.io/fail-job-indexes": "0",
