@@ -499,7 +499,8 @@ mod tests {
     #[test]
     fn watch_state_file_setting() {
         let cases = [
-            ("unset: the pod's /tmp", None, ResumeStore::File("/tmp/jobset-in-place-restart-agent-p.json".into())),
+            ("unset: off (opt-in)", None, ResumeStore::Off),
+            ("on: the pod's /tmp", Some("on"), ResumeStore::File("/tmp/jobset-in-place-restart-agent-p.json".into())),
             ("a path", Some("/state/agent.json"), ResumeStore::File("/state/agent.json".into())),
             ("off", Some("off"), ResumeStore::Off),
         ];

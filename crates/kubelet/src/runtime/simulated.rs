@@ -451,7 +451,10 @@ impl SimulatedRuntime {
             )));
         };
         let mut cfg = agent_config(&req)?;
-        cfg.resume = ResumeStore::Memory(self.resume_store(req.pod.metadata.uid.as_deref().unwrap_or_default(), &name));
+        if cfg.resume != ResumeStore::Off {
+            cfg.resume =
+                ResumeStore::Memory(self.resume_store(req.pod.metadata.uid.as_deref().unwrap_or_default(), &name));
+        }
         // A kill stops the agent at once (a simulated worker stops at once too); a dropped switch
         // is no kill.
         let stop = |kill: oneshot::Receiver<Duration>| async move {
@@ -521,8 +524,8 @@ pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, Run
     let mut cfg = jobset_agent::AgentConfig::from_env(|k| env.get(k).cloned(), no_service_account)
         .map_err(|e| fail(e.to_string()))?;
     cfg.container_name.get_or_insert_with(|| c.name.clone());
-    // No file system: the runtime keeps the resume point in memory (SimulatedRuntime::start_agent).
-    cfg.resume = ResumeStore::Off;
+    // No file system: with WATCH_STATE_FILE set, the runtime keeps the resume point in memory
+    // instead (SimulatedRuntime::start_agent).
     if cfg.scope.is_none() {
         cfg.scope = req.pod.metadata.labels.as_ref().and_then(jobset_agent::decide::Scope::of_labels);
     }
