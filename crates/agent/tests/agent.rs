@@ -1,6 +1,8 @@
 //! The agent against the embedded API server, in-process: a JobSet and a pod created directly (no
 //! controllers), the JobSet status written by the test in the controller's place, and the agent's
 //! reactions observed through its pod annotation, its barrier and its exit code.
+mod common;
+use common::{NS, POD};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,9 +23,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const NS: &str = "default";
 const EXIT_CODE: i32 = 42;
-const POD: &str = "train-workers-0-0";
 
 struct Env {
     server: Arc<ApiServer>,
@@ -70,20 +70,7 @@ impl Env {
     }
 
     async fn populate(client: &Client) {
-        let js: JobSet = serde_json::from_value(json!({
-            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "train", "namespace": NS},
-            "spec": {
-                "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
-                "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
-                    "completions": 1, "parallelism": 1,
-                    "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
-                    "template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "worker", "image": "busybox"}]}}
-                }}}]
-            }
-        }))
-        .unwrap();
+        let js = common::train();
         Api::<JobSet>::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": POD, "namespace": NS,

@@ -1,6 +1,8 @@
 //! A restarted sidecar agent resumes its JobSet watch where its pod's previous agent left off
 //! (crates/agent/src/resume.rs), against the embedded API server: no list when the server still
 //! has the history after the saved resourceVersion, a list after a 410.
+mod common;
+use common::{NS, POD};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,8 +20,6 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 const TIMEOUT: Duration = Duration::from_secs(20);
-const NS: &str = "default";
-const POD: &str = "train-workers-0-0";
 
 struct Env {
     server: Arc<ApiServer>,
@@ -35,20 +35,7 @@ impl Env {
             ServerConfig { store: StoreConfig { watch_history: history, ..Default::default() }, ..Default::default() };
         let server = ApiServer::new(Box::new(Memory), Admission::default(), config).unwrap();
         let client = server.client();
-        let js: JobSet = serde_json::from_value(json!({
-            "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "train", "namespace": NS},
-            "spec": {
-                "failurePolicy": {"maxRestarts": 5, "restartStrategy": "InPlaceRestart"},
-                "replicatedJobs": [{"name": "workers", "replicas": 1, "template": {"spec": {
-                    "completions": 1, "parallelism": 1,
-                    "backoffLimit": 2147483647, "podReplacementPolicy": "Failed",
-                    "template": {"spec": {"restartPolicy": "Never",
-                                          "containers": [{"name": "worker", "image": "busybox"}]}}
-                }}}]
-            }
-        }))
-        .unwrap();
+        let js = common::train();
         Api::<JobSet>::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": POD, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": "train"}},

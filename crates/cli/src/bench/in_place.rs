@@ -308,22 +308,21 @@ fn all_at(total: usize, attempt: u32) -> String {
     format!("all {total} workers running past the barrier at attempt {attempt}")
 }
 
-/// Follows the pods of JobSet `name` (until `pods_until` fires), its status and the simulated
-/// worker runs (main-container mode) into `follow`, bumping `tx` after each event.
-fn track(
+/// What a bench run follows: its JobSet's pods, the JobSet, and the simulated worker runs.
+enum Seen {
+    Pod(Box<watcher::Event<BenchPod>>),
+    JobSet(Box<watcher::Event<DynamicObject>>),
+    Workers(WorkerRuns),
+}
+
+/// The events of JobSet `name`'s pods (until `pods_until` fires), of the JobSet itself, and of the
+/// simulated worker runs (main-container mode), merged.
+fn run_events(
     client: kube::Client,
     name: &str,
-    total: usize,
     worker_runs: Option<tokio::sync::watch::Receiver<WorkerRuns>>,
     pods_until: tokio::sync::oneshot::Receiver<()>,
-    follow: Arc<Mutex<Follow>>,
-    tx: tokio::sync::watch::Sender<()>,
-) -> tokio::task::JoinHandle<()> {
-    enum Seen {
-        Pod(Box<watcher::Event<BenchPod>>),
-        JobSet(Box<watcher::Event<DynamicObject>>),
-        Workers(WorkerRuns),
-    }
+) -> futures::stream::SelectAll<futures::stream::BoxStream<'static, Seen>> {
     let pods = watcher(
         Api::<BenchPod>::default_namespaced(client.clone()),
         watcher::Config::default().labels(&format!("{JS_NAME}={name}")),
@@ -346,7 +345,21 @@ fn track(
         Some(rx) => tokio_stream::wrappers::WatchStream::new(rx).map(Seen::Workers).boxed(),
         None => futures::stream::pending().boxed(),
     };
-    let mut events = futures::stream::select_all([pods.boxed(), jobsets.boxed(), workers]);
+    futures::stream::select_all([pods.boxed(), jobsets.boxed(), workers])
+}
+
+/// Follows the pods of JobSet `name` (until `pods_until` fires), its status and the simulated
+/// worker runs (main-container mode) into `follow`, bumping `tx` after each event.
+fn track(
+    client: kube::Client,
+    name: &str,
+    total: usize,
+    worker_runs: Option<tokio::sync::watch::Receiver<WorkerRuns>>,
+    pods_until: tokio::sync::oneshot::Receiver<()>,
+    follow: Arc<Mutex<Follow>>,
+    tx: tokio::sync::watch::Sender<()>,
+) -> tokio::task::JoinHandle<()> {
+    let mut events = run_events(client, name, worker_runs, pods_until);
     tokio::spawn(async move {
         use watcher::Event::{Apply, Delete, InitApply};
         while let Some(ev) = events.next().await {

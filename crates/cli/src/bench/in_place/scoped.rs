@@ -17,12 +17,12 @@ use jobset_kubelet::runtime::simulated::{AttemptKey, SimulationState, WorkerRuns
 use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, ListParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use nix::sys::resource::UsageWho;
 use serde_json::{Value, json};
 
 use super::super::{JS_NAME, Limits, cpu, jobset_resource, phases, rss_mb};
-use super::{BenchPod, Mode, PodView, WORKER, simulated_spec};
+use super::{BenchPod, Mode, PodView, Seen, WORKER, simulated_spec};
 
 /// The replicated job whose pods must keep running.
 pub(in crate::bench) const DRIVER: &str = "driver";
@@ -442,33 +442,7 @@ fn track(
     follow: Arc<Mutex<Follow>>,
     tx: tokio::sync::watch::Sender<()>,
 ) -> tokio::task::JoinHandle<()> {
-    enum Seen {
-        Pod(Box<watcher::Event<BenchPod>>),
-        JobSet(Box<watcher::Event<DynamicObject>>),
-        Workers(WorkerRuns),
-    }
-    let pods = watcher(
-        Api::<BenchPod>::default_namespaced(client.clone()),
-        watcher::Config::default().labels(&format!("{JS_NAME}={name}")),
-    )
-    .default_backoff()
-    .take_until(async move {
-        if pods_until.await.is_err() {
-            std::future::pending::<()>().await
-        }
-    })
-    .filter_map(|e| async move { e.ok().map(|e| Seen::Pod(Box::new(e))) });
-    let jobsets = watcher(
-        Api::<DynamicObject>::namespaced_with(client, "default", &jobset_resource()),
-        watcher::Config::default().fields(&format!("metadata.name={name}")),
-    )
-    .default_backoff()
-    .filter_map(|e| async move { e.ok().map(|e| Seen::JobSet(Box::new(e))) });
-    let workers = match worker_runs {
-        Some(rx) => tokio_stream::wrappers::WatchStream::new(rx).map(Seen::Workers).boxed(),
-        None => futures::stream::pending().boxed(),
-    };
-    let mut events = futures::stream::select_all([pods.boxed(), jobsets.boxed(), workers]);
+    let mut events = super::run_events(client, name, worker_runs, pods_until);
     tokio::spawn(async move {
         use watcher::Event::{Apply, Delete, InitApply};
         while let Some(ev) = events.next().await {
