@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{JobSet, JobSetStatus, ReplicatedJobStatus, RestartRecord, RestartScope, RestartStrategy};
+use jobset_api::jobset::{JobSet, RestartRecord, RestartScope, RestartStrategy};
 use jobset_apiserver::ApiServer;
 use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::batch::v1::Job;
@@ -88,33 +88,9 @@ fn rule(name: &str, action: &str) -> Value {
     json!({"name": name, "action": action})
 }
 
-/// A JobSet with everything the webhook would default set explicitly.
-fn jobset(name: &str, strategy: &str, max_restarts: i32, rules: Vec<Value>, rjobs: Vec<Value>) -> JobSet {
-    serde_json::from_value(json!({
-        "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicatedJobs": rjobs,
-            "failurePolicy": {"maxRestarts": max_restarts, "restartStrategy": strategy, "rules": rules},
-            "successPolicy": {"operator": "All"},
-            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
-            "network": {"enableDNSHostnames": true, "publishNotReadyAddresses": true}
-        }
-    }))
-    .unwrap()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Reading objects.
 // ---------------------------------------------------------------------------------------------
-
-fn status(js: &JobSet) -> JobSetStatus {
-    js.status.clone().unwrap_or_default()
-}
-
-fn rj_status(js: &JobSet, rj: &str) -> ReplicatedJobStatus {
-    status(js).replicated_jobs_status.into_iter().find(|s| s.name == rj).unwrap_or_default()
-}
 
 fn records(js: &JobSet) -> Vec<RestartRecord> {
     status(js).restart_history

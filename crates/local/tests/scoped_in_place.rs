@@ -14,9 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jobset_api::jobset::keys::*;
-use jobset_api::jobset::{
-    JobInPlaceRestartStatus, JobSet, JobSetStatus, ReplicatedJobStatus, RestartRecord, RestartScope, RestartStrategy,
-};
+use jobset_api::jobset::{JobInPlaceRestartStatus, JobSet, RestartRecord, RestartScope, RestartStrategy};
 use jobset_apiserver::ApiServer;
 use jobset_local::{LocalCluster, LocalConfig};
 use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
@@ -78,31 +76,12 @@ fn rule(name: &str, action: &str, targets: &[&str]) -> Value {
 
 /// An InPlaceRestart JobSet with everything the webhook would default set explicitly.
 fn jobset(name: &str, max_restarts: i32, rules: Vec<Value>, rjobs: Vec<Value>) -> JobSet {
-    serde_json::from_value(json!({
-        "apiVersion": API_VERSION, "kind": KIND,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicatedJobs": rjobs,
-            "failurePolicy": {"maxRestarts": max_restarts, "restartStrategy": "InPlaceRestart", "rules": rules},
-            "successPolicy": {"operator": "All"},
-            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
-            "network": {"enableDNSHostnames": true, "publishNotReadyAddresses": true}
-        }
-    }))
-    .unwrap()
+    common::jobset(name, "InPlaceRestart", max_restarts, rules, rjobs)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Reading objects.
 // ---------------------------------------------------------------------------------------------
-
-fn status(js: &JobSet) -> JobSetStatus {
-    js.status.clone().unwrap_or_default()
-}
-
-fn rj_status(js: &JobSet, rj: &str) -> ReplicatedJobStatus {
-    status(js).replicated_jobs_status.into_iter().find(|s| s.name == rj).unwrap_or_default()
-}
 
 /// The rjob's scoped `(currentInPlaceRestartAttempt, previousInPlaceRestartAttempt)`.
 fn rj_attempts(js: &JobSet, rj: &str) -> (Option<i32>, Option<i32>) {

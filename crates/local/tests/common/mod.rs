@@ -294,3 +294,27 @@ pub fn agent_rjob(name: &str, sim: &[(&str, &str)]) -> Value {
         }}
     })
 }
+
+/// A JobSet with everything the webhook would default set explicitly.
+pub fn jobset(name: &str, strategy: &str, max_restarts: i32, rules: Vec<Value>, rjobs: Vec<Value>) -> JobSet {
+    serde_json::from_value(json!({
+        "apiVersion": jobset_api::jobset::keys::API_VERSION, "kind": jobset_api::jobset::keys::KIND,
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "replicatedJobs": rjobs,
+            "failurePolicy": {"maxRestarts": max_restarts, "restartStrategy": strategy, "rules": rules},
+            "successPolicy": {"operator": "All"},
+            "startupPolicy": {"startupPolicyOrder": "AnyOrder"},
+            "network": {"enableDNSHostnames": true, "publishNotReadyAddresses": true}
+        }
+    }))
+    .expect("a valid JobSet")
+}
+
+pub fn status(js: &JobSet) -> jobset_api::jobset::JobSetStatus {
+    js.status.clone().unwrap_or_default()
+}
+
+pub fn rj_status(js: &JobSet, rj: &str) -> jobset_api::jobset::ReplicatedJobStatus {
+    status(js).replicated_jobs_status.into_iter().find(|s| s.name == rj).unwrap_or_default()
+}
