@@ -128,6 +128,9 @@ pub async fn https_cluster() -> HttpsCluster {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
     let cfg = tls::server_config(&creds).unwrap();
+    // What serving sets up too, here before it starts: the tests issue tokens at once, before the
+    // spawned server task may have run.
+    server.set_service_account_signing_key(&creds.token);
     tokio::spawn(serve::serve_https(server.clone(), listener, cfg, creds.token.clone(), std::future::pending()));
     HttpsCluster { server, url, creds, clock_offset, dir }
 }
