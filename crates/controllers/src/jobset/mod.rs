@@ -242,11 +242,11 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
     }
 
     let mut update = plan.update;
-    if let Some(need) = &plan.trigger_pods {
+    if !plan.trigger_pods.is_empty() {
         // The one reconcile that reads the failed Job's pods (or, in place, the pods of the
-        // attempts concerned), to name the failed pod and container in the record just opened.
+        // attempts concerned), to name the failed pod and container in each record just opened.
         let pods = ctx.pods.of(uid);
-        restart_history::complete_trigger(&mut update, need, pods.iter().map(|p| p.as_ref()));
+        restart_history::complete_triggers(&mut update, &plan.trigger_pods, pods.iter().map(|p| p.as_ref()));
     }
     if update.changed {
         let old = js.status.as_ref().map(|s| s.restart_history.as_slice()).unwrap_or_default();

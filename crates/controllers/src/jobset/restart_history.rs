@@ -5,7 +5,7 @@
 //! of each phase stamp its time. See docs/restart-timeline.md.
 //!
 //! Pure: the failure policy and the in-place decision [`open`] records, [`fill_trigger`] reads the
-//! failed pod the shell looked up for the record just opened, [`advance`] stamps phases from what
+//! failed pod the shell looked up for each record just opened, [`advance`] stamps phases from what
 //! a reconcile observes, and [`observations`] turns a status write into the
 //! `jobset_restart_duration_seconds` observations.
 
@@ -37,7 +37,7 @@ pub fn is_open(r: &RestartRecord) -> bool {
     r.running_at.is_none() && !r.superseded
 }
 
-/// Which pods the trigger of the record just opened needs; the shell looks them up on that one
+/// Which pods the trigger of a record just opened needs; the shell looks them up on that one
 /// reconcile (a Recreate reconcile reads no pods otherwise).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TriggerPods {
@@ -340,7 +340,7 @@ fn in_place_trigger<'p>(
     }
 }
 
-/// Fills the trigger of the record just opened from the pods the shell looked up: the first
+/// Fills the trigger of a record just opened from the pods the shell looked up: the first
 /// failed pod, its failed container and exit code, and `failedAt` from the container's
 /// `finishedAt` (a Job's record keeps its `Failed` condition time when no pod tells more).
 pub fn fill_trigger<'p>(r: &mut RestartRecord, need: &TriggerPods, pods: impl IntoIterator<Item = &'p Pod>) {
@@ -382,19 +382,29 @@ pub fn fill_trigger<'p>(r: &mut RestartRecord, need: &TriggerPods, pods: impl In
     }
 }
 
-/// [`fill_trigger`] for the record the update just opened (its last), keeping the reason of the
-/// update's restart metric in step with the record's.
-pub fn complete_trigger<'p>(u: &mut Update, need: &TriggerPods, pods: impl IntoIterator<Item = &'p Pod>) {
-    let Some(r) = u.status.restart_history.last_mut() else { return };
-    let before = r.trigger.reason.clone();
-    fill_trigger(r, need, pods);
-    if r.trigger.reason != before {
-        for m in &mut u.metrics {
-            if let Metric::Restart { reason, .. } = m
-                && *reason == before
-            {
-                *reason = r.trigger.reason.clone();
-            }
+/// [`fill_trigger`] for each record the update just opened: `needs` holds one entry per record,
+/// in the order they were opened (the last entry fills the last record); one the history limit
+/// already dropped is skipped. Each record's restart metric, pushed with it in the same order,
+/// keeps its reason in step with the record's.
+pub fn complete_triggers<'p>(u: &mut Update, needs: &[TriggerPods], pods: impl IntoIterator<Item = &'p Pod>) {
+    let pods: Vec<&Pod> = pods.into_iter().collect();
+    let restarts: Vec<usize> =
+        (u.metrics.iter().enumerate()).filter_map(|(i, m)| matches!(m, Metric::Restart { .. }).then_some(i)).collect();
+    for (k, need) in needs.iter().enumerate() {
+        // How far from the end its record and its metric stand (1: the last).
+        let back = needs.len() - k;
+        let Some(at) = u.status.restart_history.len().checked_sub(back) else { continue };
+        let r = &mut u.status.restart_history[at];
+        let before = r.trigger.reason.clone();
+        fill_trigger(r, need, pods.iter().copied());
+        if r.trigger.reason == before {
+            continue;
+        }
+        if let Some(&m) = restarts.len().checked_sub(back).and_then(|i| restarts.get(i))
+            && let Metric::Restart { reason, .. } = &mut u.metrics[m]
+            && *reason == before
+        {
+            *reason = r.trigger.reason.clone();
         }
     }
 }
@@ -1316,21 +1326,23 @@ mod tests {
         );
     }
 
+    /// `p` restarted in place after its worker exited with `code` at 20.
+    fn restarted(p: PodBuilder, code: i32) -> Pod {
+        let mut p = p.obj();
+        let c = &mut p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
+        c.last_state = Some(k8s_openapi::api::core::v1::ContainerState {
+            terminated: Some(k8s_openapi::api::core::v1::ContainerStateTerminated {
+                exit_code: code,
+                finished_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(20))),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
     #[test]
     fn an_agents_move_caused_by_a_failed_worker_is_recorded_and_counted_as_worker_failed() {
-        let restarted = |p: PodBuilder, code: i32| {
-            let mut p = p.obj();
-            let c = &mut p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
-            c.last_state = Some(k8s_openapi::api::core::v1::ContainerState {
-                terminated: Some(k8s_openapi::api::core::v1::ContainerStateTerminated {
-                    exit_code: code,
-                    finished_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at(20))),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            p
-        };
         // (case, the pod past the deprecated attempt, reason recorded and counted)
         let cases = [
             ("its worker failed", restarted(pod("js", "p0").at(1), 1), "WorkerFailed"),
@@ -1342,13 +1354,60 @@ mod tests {
             u.metrics.push(Metric::Restart { action: ACTION_RESTART_JOBSET, reason: r.trigger.reason.clone() });
             u.metrics.push(Metric::Completed);
             u.status.restart_history.push(r);
-            complete_trigger(&mut u, &TriggerPods::InPlace { deprecated: 0 }, [&moved]);
+            complete_triggers(&mut u, &[TriggerPods::InPlace { deprecated: 0 }], [&moved]);
             assert_eq!(u.status.restart_history[0].trigger.reason, want, "{case}");
             assert_eq!(
                 u.metrics,
                 [Metric::Restart { action: ACTION_RESTART_JOBSET, reason: want.into() }, Metric::Completed],
                 "{case}"
             );
+        }
+    }
+
+    #[test]
+    fn each_record_opened_in_one_reconcile_gets_its_own_trigger_and_metric_reason() {
+        // Scopes `a` and `b` restarted for an agent's move; only `b`'s worker had failed.
+        let pods = [scoped_pod("a", 0, 1).obj(), restarted(scoped_pod("b", 0, 1), 2)];
+        let need =
+            |rjob: &str| TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec![rjob.into()], job_index: None };
+        let moved = REASON_POD_RESTARTED_IN_PLACE;
+        // (case, history limit, records kept: (target, reason, pod), metric reasons)
+        type Want = (Vec<(&'static str, &'static str, &'static str)>, [&'static str; 2]);
+        let cases: [(&str, usize, Want); 2] = [
+            (
+                "both kept",
+                10,
+                (vec![("a", moved, "js-a-0-0"), ("b", "WorkerFailed", "js-b-0-0")], [moved, "WorkerFailed"]),
+            ),
+            ("the first dropped by the limit", 1, (vec![("b", "WorkerFailed", "js-b-0-0")], [moved, "WorkerFailed"])),
+        ];
+        for (case, limit, want) in cases {
+            let j = js("InPlaceRestart", json!({}));
+            let mut u = Update::new(JobSetStatus::default(), at(30));
+            for rjob in ["a", "b"] {
+                let r = scoped_in_place_record(
+                    ScopedRecord {
+                        scope: RestartScope::ReplicatedJob,
+                        target: Some(rjob.into()),
+                        attempt: 2,
+                        worker_failed: false,
+                        rule: None,
+                        action: "RestartReplicatedJob",
+                        counted: true,
+                        job: None,
+                    },
+                    at(30),
+                );
+                u.metrics.push(Metric::Restart { action: "RestartReplicatedJob", reason: r.trigger.reason.clone() });
+                open(&j, &mut u.status.restart_history, r, limit);
+            }
+            complete_triggers(&mut u, &[need("a"), need("b")], &pods);
+            let records: Vec<_> = (u.status.restart_history.iter())
+                .map(|r| (r.target.as_deref().unwrap(), r.trigger.reason.as_str(), r.trigger.pod.as_deref().unwrap()))
+                .collect();
+            let metrics =
+                want.1.map(|reason| Metric::Restart { action: "RestartReplicatedJob", reason: reason.into() });
+            assert_eq!((records, u.metrics), (want.0, metrics.to_vec()), "{case}");
         }
     }
 }

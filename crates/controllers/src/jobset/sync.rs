@@ -62,9 +62,10 @@ pub struct Plan {
     pub claims: Vec<Value>,
     pub delete_jobset: bool,
     pub requeue_after: Option<Duration>,
-    /// The pods the trigger of the restart record opened by this reconcile needs (the last
-    /// record): the shell reads them and fills the trigger in before the status write.
-    pub trigger_pods: Option<TriggerPods>,
+    /// The pods the trigger of each restart record opened by this reconcile needs, one entry a
+    /// record in the order they were opened: the shell reads them and fills every trigger in
+    /// before the status write ([`restart_history::complete_triggers`]).
+    pub trigger_pods: Vec<TriggerPods>,
 }
 
 impl Plan {
@@ -78,7 +79,7 @@ impl Plan {
             claims: vec![],
             delete_jobset: false,
             requeue_after: None,
-            trigger_pods: None,
+            trigger_pods: vec![],
         }
     }
 }
@@ -146,7 +147,8 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
     };
     let unhandled: Vec<FailedJob> = c.failed.iter().filter(|j| !left_failed(j)).filter_map(FailedJob::of).collect();
     if !unhandled.is_empty() {
-        plan.trigger_pods = failure_policy::execute(js, &unhandled, &mut plan.update, input.history_limit)?;
+        plan.trigger_pods =
+            failure_policy::execute(js, &unhandled, &mut plan.update, input.history_limit)?.into_iter().collect();
         return Ok(plan);
     }
 
@@ -198,7 +200,7 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
 /// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
 /// A deprecated attempt opens a restart record in the same write; the answer says which pods its
 /// trigger needs.
-fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) -> Result<Option<TriggerPods>, String> {
+fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) -> Result<Vec<TriggerPods>, String> {
     if in_place_restart::scoped(js) {
         return in_place_scoped(js, tally, u, history_limit);
     }
@@ -225,11 +227,11 @@ fn in_place(js: &JobSet, tally: &Tally, u: &mut Update, history_limit: usize) ->
                 let reason = r.trigger.reason.clone();
                 u.metrics.push(Metric::Restart { action: restart_history::ACTION_RESTART_JOBSET, reason });
                 restart_history::open(js, &mut u.status.restart_history, r, history_limit);
-                return Ok((history_limit > 0).then_some(TriggerPods::InPlace { deprecated: a }));
+                return Ok((history_limit > 0).then_some(TriggerPods::InPlace { deprecated: a }).into_iter().collect());
             }
         }
     }
-    Ok(None)
+    Ok(vec![])
 }
 
 /// The attempts of an in-place scope in the status: the JobSet's, a replicated job's or a Job's
@@ -286,13 +288,14 @@ fn count_in_place_restart(u: &mut Update, js: &JobSet, scope: Scope, counted: bo
 /// status in order. A restart spends the budget as its rule's Recreate form would (past it, the
 /// JobSet fails as that form would), is counted in its scope's status, announced by that form's
 /// event and metric, and recorded with the attempt its agents will announce. A deprecation that a
-/// recreation under way brought about only moves the attempts (as upstream's bookkeeping).
+/// recreation under way brought about only moves the attempts (as upstream's bookkeeping). The
+/// answer has the trigger pods of each record opened, in order.
 fn in_place_scoped(
     js: &JobSet,
     tally: &Tally,
     u: &mut Update,
     history_limit: usize,
-) -> Result<Option<TriggerPods>, String> {
+) -> Result<Vec<TriggerPods>, String> {
     let d = in_place_restart::decide_scoped(js, tally)?;
     for (pod, value) in &d.malformed {
         tracing::warn!(jobset = %js.name(), %pod, %value, "ignoring a pod whose {IN_PLACE_RESTART_ATTEMPT} annotation is not a non-negative integer");
@@ -323,7 +326,7 @@ fn in_place_scoped(
                 {
                     let message = failure_policy::with_job(MSG_REACHED_MAX_RESTARTS, &r.job);
                     failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, message);
-                    return Ok(None);
+                    return Ok(vec![]);
                 }
                 *scope_attempts(u, js, scope)?.1 = Some(r.previous);
                 u.mark();
@@ -336,11 +339,11 @@ fn in_place_scoped(
     }
     if d.restart_count_exceeded {
         failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, MSG_REACHED_MAX_RESTARTS.into());
-        return Ok(None);
+        return Ok(vec![]);
     }
     // Once every change is in: the agents that restart announce one past every attempt named.
     let attempt = in_place_restart::global_max(&u.status).map_or(0, |m| m + 1);
-    let mut need = None;
+    let mut needs = vec![];
     for (scope, restart_scope, target, r) in restarts {
         let action = r.kind.action();
         if let Some((reason, message)) = failure_policy::restart_event(action) {
@@ -366,9 +369,12 @@ fn in_place_scoped(
             Scope::JobSet | Scope::ReplicatedJob(_) => None,
         };
         let replicated_jobs = r.trigger_rjobs.iter().map(|r| r.to_string()).collect();
-        need = Some(TriggerPods::InPlaceScoped { attempt: r.trigger_attempt, replicated_jobs, job_index });
+        needs.push(TriggerPods::InPlaceScoped { attempt: r.trigger_attempt, replicated_jobs, job_index });
     }
-    Ok(need.filter(|_| history_limit > 0))
+    if history_limit == 0 {
+        needs.clear();
+    }
+    Ok(needs)
 }
 
 /// With Jobs left failed by `FailJob`, the JobSet ends once nothing can change any more: no
@@ -934,7 +940,7 @@ mod tests {
                 t.as_ref().map(|t| t.0.as_second())
             };
             assert_eq!((secs(&r.failed_at), r.decided_at.0.as_second()), (Some(40), 50), "{strategy} {action}");
-            assert_eq!(p.trigger_pods, Some(TriggerPods::Job("js-a-1".into())), "{strategy} {action}");
+            assert_eq!(p.trigger_pods, [TriggerPods::Job("js-a-1".into())], "{strategy} {action}");
             let counted = |m: &Metric| matches!(m, Metric::Restart { action: a, reason } if *a == action && reason == "PodFailurePolicy");
             assert!(p.update.metrics.iter().any(counted), "{strategy} {action}");
         }
@@ -944,7 +950,7 @@ mod tests {
             ("no failure policy", json!({})),
         ] {
             let p = plan(&js(spec, json!({})), &failed, &[]);
-            assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_none(), "{what}");
+            assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_empty(), "{what}");
         }
     }
 
@@ -956,7 +962,7 @@ mod tests {
         assert_eq!(first.update.status.restart_history.len(), 1);
         let second = plan_at(&after(&js(spec, json!({})), &first), &jobs, &[], 51);
         assert_eq!(second.update.status.restart_history, first.update.status.restart_history);
-        assert!(second.trigger_pods.is_none());
+        assert!(second.trigger_pods.is_empty());
         assert!(!second.update.metrics.iter().any(|m| matches!(m, Metric::Restart { .. })));
     }
 
@@ -1027,7 +1033,7 @@ mod tests {
                 "{case}"
             );
             assert_eq!((r.trigger.reason.as_str(), r.trigger.action.as_str()), (reason, "RestartJobSet"), "{case}");
-            assert_eq!(p.trigger_pods, Some(TriggerPods::InPlace { deprecated: 0 }), "{case}");
+            assert_eq!(p.trigger_pods, [TriggerPods::InPlace { deprecated: 0 }], "{case}");
             let again = plan(&after(&j, &p), &running_jobs(), pods);
             assert_eq!(again.update.status.restart_history.len(), 1, "{case}: once");
         }
@@ -1076,10 +1082,21 @@ mod tests {
     }
 
     /// `pods` with the worker of the one at `k` (0: the driver's) exited 1.
-    fn failing(mut pods: Vec<PodBuilder>, k: usize) -> Vec<Pod> {
-        let p = pods.remove(k).terminated("worker", 1, 900);
-        pods.insert(k, p);
-        objs(pods)
+    fn failing(pods: Vec<PodBuilder>, k: usize) -> Vec<Pod> {
+        failing_with(pods, &[(k, 1)])
+    }
+
+    /// `pods` with the worker of each one at `k` exited with its code.
+    fn failing_with(pods: Vec<PodBuilder>, exits: &[(usize, i32)]) -> Vec<Pod> {
+        let exit = |k| exits.iter().find(|(at, _)| *at == k).map(|(_, code)| *code);
+        let pods = pods.into_iter().enumerate();
+        objs(
+            pods.map(|(k, p)| match exit(k) {
+                Some(code) => p.terminated("worker", code, 900),
+                None => p,
+            })
+            .collect(),
+        )
     }
 
     fn rj_entry<'a>(p: &'a Plan, name: &str) -> &'a jobset_api::jobset::ReplicatedJobStatus {
@@ -1183,7 +1200,7 @@ mod tests {
             )]
         );
         let want = TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["workers".into()], job_index: None };
-        assert_eq!(p.trigger_pods, Some(want));
+        assert_eq!(p.trigger_pods, [want]);
     }
 
     #[test]
@@ -1209,7 +1226,7 @@ mod tests {
         for (case, pods, want) in cases {
             let p = plan(&driver_workers(Some("RestartReplicatedJob"), restarted.clone()), &dw_jobs(), &pods);
             assert_eq!(attempts(&p)[..2], want, "{case}");
-            assert!(restart_metrics(&p).is_empty() && p.trigger_pods.is_none(), "{case}: no restart");
+            assert!(restart_metrics(&p).is_empty() && p.trigger_pods.is_empty(), "{case}: no restart");
             assert_eq!(rj_entry(&p, "workers").in_place_restarts, 1, "{case}");
         }
     }
@@ -1244,7 +1261,7 @@ mod tests {
         let r = &records(&p)[0];
         assert_eq!((r.0, r.1, r.3, r.4), (RestartScope::ReplicatedJob, Some("workers"), 2, "PodRestartedInPlace"));
         let want = TriggerPods::InPlaceScoped { attempt: 1, replicated_jobs: vec!["workers".into()], job_index: None };
-        assert_eq!(p.trigger_pods, Some(want));
+        assert_eq!(p.trigger_pods, [want]);
         assert_eq!(
             events(&p)[0].1,
             "applying RestartReplicatedJob failure policy action (first failed job: js-workers-1)"
@@ -1357,7 +1374,7 @@ mod tests {
             )]
         );
         let want = TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["driver".into()], job_index: None };
-        assert_eq!(p.trigger_pods, Some(want));
+        assert_eq!(p.trigger_pods, [want]);
         // Every pod back at 2: the JobSet's current covers them all, the workers' entry stays.
         let again = plan(&after(&j, &p), &dw_jobs(), &objs(dw_pods(2, [2; 4])));
         assert_eq!(attempts(&again), [(Some(2), Some(1)), (Some(1), Some(0)), (None, None)]);
@@ -1418,7 +1435,7 @@ mod tests {
         let every = vec!["driver".into(), "workers".into()];
         assert_eq!(
             p.trigger_pods,
-            Some(TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: every, job_index: None })
+            [TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: every, job_index: None }]
         );
         assert_eq!(events(&p)[0].1, "applying RestartJobSet failure policy action (first failed job: js-workers-1)");
         // A worker's pod replaced during a JobSet-wide restart: every pod again, none left behind.
@@ -1466,12 +1483,52 @@ mod tests {
         assert_eq!(p.update.status.restart_history[0].trigger.job.as_deref(), Some("js-workers-1"));
         let want =
             TriggerPods::InPlaceScoped { attempt: 0, replicated_jobs: vec!["workers".into()], job_index: Some(1) };
-        assert_eq!(p.trigger_pods, Some(want));
+        assert_eq!(p.trigger_pods, [want]);
         // Job 1's pods back at 1: its own current; Job 0's pods stayed at 0.
         let again = plan(&after(&j, &p), &dw_jobs(), &objs(dw_pods(0, [0, 0, 1, 1])));
         let jobs = &rj_entry(&again, "workers").in_place_restart_jobs;
         assert_eq!((jobs.len(), jobs[0].current_in_place_restart_attempt), (1, Some(1)));
         assert!(restart_metrics(&again).is_empty());
+    }
+
+    #[test]
+    fn two_scopes_restarted_in_one_reconcile_each_get_their_trigger() {
+        let every_rjob = |action: &str| {
+            let mut j = driver_workers(Some(action), json!({"currentInPlaceRestartAttempt": 0}));
+            j.spec.failure_policy.as_mut().unwrap().rules[0].target_replicated_jobs.clear();
+            j
+        };
+        // (case, JobSet, failed workers (pod, exit code), per record: (target, pod, exit code))
+        type Want = [(&'static str, &'static str, i32); 2];
+        type Case = (&'static str, JobSet, [(usize, i32); 2], Want);
+        let cases: [Case; 2] = [
+            (
+                "two Jobs of a replicated job",
+                driver_workers(Some("RestartJob"), json!({"currentInPlaceRestartAttempt": 0})),
+                [(1, 3), (3, 4)],
+                [("js-workers-0", "js-workers-0-0", 3), ("js-workers-1", "js-workers-1-0", 4)],
+            ),
+            (
+                "two replicated jobs",
+                every_rjob("RestartReplicatedJob"),
+                [(0, 3), (4, 4)],
+                [("driver", "js-driver-0-0", 3), ("workers", "js-workers-1-1", 4)],
+            ),
+        ];
+        for (case, j, exits, want) in cases {
+            let pods = failing_with(dw_pods(0, [0; 4]), &exits);
+            let mut p = plan(&j, &dw_jobs(), &pods);
+            restart_history::complete_triggers(&mut p.update, &p.trigger_pods, &pods);
+            let got: Vec<_> = (p.update.status.restart_history.iter())
+                .map(|r| {
+                    let t = &r.trigger;
+                    (r.target.as_deref(), t.pod.as_deref(), t.container.as_deref(), t.exit_code)
+                })
+                .collect();
+            let want: Vec<_> =
+                want.iter().map(|(tg, pod, code)| (Some(*tg), Some(*pod), Some("worker"), Some(*code))).collect();
+            assert_eq!(got, want, "{case}");
+        }
     }
 
     #[test]
@@ -1498,7 +1555,9 @@ mod tests {
             };
             assert_eq!(s(&second), s(&first), "{case}");
             assert!(
-                restart_metrics(&second).is_empty() && second.update.events.is_empty() && second.trigger_pods.is_none(),
+                restart_metrics(&second).is_empty()
+                    && second.update.events.is_empty()
+                    && second.trigger_pods.is_empty(),
                 "{case}"
             );
         }
@@ -1564,6 +1623,6 @@ mod tests {
         })
         .unwrap();
         assert_eq!(p.update.status.restarts, 1);
-        assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_none());
+        assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_empty());
     }
 }
