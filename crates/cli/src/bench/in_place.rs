@@ -213,24 +213,41 @@ struct Follow {
     current: Option<i64>,
     previous: Option<i64>,
     restarts: i64,
-    marks: Vec<(String, Instant)>,
+    marks: Marks,
     /// Every pod uid ever seen.
     uids: BTreeSet<String>,
     /// Main-container mode: the simulated worker runs (the pods' status does not show them).
     worker_runs: Option<WorkerRuns>,
 }
 
-impl Follow {
+/// The time each milestone of a run was first seen, by name (the scoped cases' too).
+#[derive(Default)]
+struct Marks(Vec<(String, Instant)>);
+
+impl Marks {
+    /// Notes `what` at `now`, unless it was seen before.
     fn mark(&mut self, what: String, now: Instant) {
-        if !self.marks.iter().any(|(w, _)| *w == what) {
-            self.marks.push((what, now));
+        if !self.0.iter().any(|(w, _)| *w == what) {
+            self.0.push((what, now));
         }
     }
 
+    /// When `what` was first seen.
     fn at(&self, what: &str) -> Option<Instant> {
-        self.marks.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
+        self.0.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
     }
 
+    /// Prints the milestones seen from `from` to `to`, in order, as seconds since `from`.
+    fn print_timeline(&self, from: Instant, to: Instant) {
+        let mut marks: Vec<&(String, Instant)> = self.0.iter().filter(|(_, t)| *t >= from && *t <= to).collect();
+        marks.sort_by_key(|(_, t)| *t);
+        for (what, at) in marks {
+            println!("    {:>8.3} s  {what}", at.duration_since(from).as_secs_f64());
+        }
+    }
+}
+
+impl Follow {
     /// Replaces what is known of pod `uid` (`None`: it is gone), keeping the counts.
     fn set(&mut self, uid: String, view: Option<PodView>) {
         let mut count = |v: &PodView, by: isize| {
@@ -258,32 +275,32 @@ impl Follow {
     fn check(&mut self, total: usize, failed: bool, now: Instant) {
         for attempt in [0, 1] {
             if self.announced[attempt] == total {
-                self.mark(announced(total, attempt as u32), now);
+                self.marks.mark(announced(total, attempt as u32), now);
             }
             if self.running[attempt] == total {
-                self.mark(all_at(total, attempt as u32), now);
+                self.marks.mark(all_at(total, attempt as u32), now);
             }
         }
         if self.announced[1] > 0 {
-            self.mark("first agent announced attempt 1".into(), now);
+            self.marks.mark("first agent announced attempt 1".into(), now);
         }
         // Main-container mode: every worker started once, then once more after the failure, the
         // agent starting each only once its attempt is current.
         if let Some(r) = self.worker_runs {
             for attempt in [0, 1] {
                 if r.started >= (attempt + 1) * total as u64 {
-                    self.mark(all_at(total, attempt as u32), now);
+                    self.marks.mark(all_at(total, attempt as u32), now);
                 }
             }
         }
         if failed || self.worker_runs.is_some_and(|r| r.failed > 0) {
-            self.mark(FAILURE.into(), now);
+            self.marks.mark(FAILURE.into(), now);
         }
         if let Some(c) = self.current {
-            self.mark(current_is(c), now);
+            self.marks.mark(current_is(c), now);
         }
         if let Some(p) = self.previous {
-            self.mark(previous_is(p), now);
+            self.marks.mark(previous_is(p), now);
         }
     }
 }
@@ -407,7 +424,7 @@ async fn milestone(
         rx,
         limit,
         &format!("{what:?}"),
-        |f| f.at(what),
+        |f| f.marks.at(what),
         |f| {
             let mut by: BTreeMap<String, usize> = BTreeMap::new();
             for v in f.pods.values() {
@@ -417,14 +434,6 @@ async fn milestone(
         },
     )
     .await
-}
-
-fn print_timeline(f: &Follow, from: Instant, to: Instant) {
-    let mut marks: Vec<&(String, Instant)> = f.marks.iter().filter(|(_, t)| *t >= from && *t <= to).collect();
-    marks.sort_by_key(|(_, t)| *t);
-    for (what, at) in marks {
-        println!("    {:>8.3} s  {what}", at.duration_since(from).as_secs_f64());
-    }
 }
 
 /// Creates the JobSet on `server`, waits until every worker runs at attempt 0, waits for the
@@ -460,7 +469,7 @@ async fn measure(
     };
     let startup = synced.duration_since(created);
     println!("  create → all {total} workers running past the barrier: {:.2} s", startup.as_secs_f64());
-    print_timeline(&follow.lock().expect("follow lock"), created, synced);
+    follow.lock().expect("follow lock").marks.print_timeline(created, synced);
     if !pods_during_restart {
         // The workers' runs can be ahead of the benchmark's pod watch: it stops once it has seen
         // every pod at attempt 0, whose uids show after the restart that none was recreated.
@@ -486,7 +495,7 @@ async fn measure(
     );
     let uids = {
         let f = follow.lock().expect("follow lock");
-        print_timeline(&f, failed, restarted);
+        f.marks.print_timeline(failed, restarted);
         // Nothing was recreated, and the restart spent no JobSet restart.
         anyhow::ensure!(f.uids.len() == total, "{} pods were created for {total}: some were recreated", f.uids.len());
         anyhow::ensure!(f.restarts == 0, "status.restarts = {}", f.restarts);
@@ -512,10 +521,10 @@ async fn measure(
         let wall = |at: Instant| super::phases::wall(at, anchor);
         super::phases::Seen {
             failure: wall(failed),
-            decided: f.at(&previous_is(0)).map(wall),
+            decided: f.marks.at(&previous_is(0)).map(wall),
             // Main-container mode stops the pod watch before the restart: no pod milestones.
-            stopped: f.at(&announced(total, 1)).map(wall),
-            barrier_lifted: f.at(&current_is(1)).map(wall),
+            stopped: f.marks.at(&announced(total, 1)).map(wall),
+            barrier_lifted: f.marks.at(&current_is(1)).map(wall),
             running: wall(restarted),
             running_what: all_at(total, 1),
             note: (!pods_during_restart).then_some(
@@ -699,4 +708,20 @@ fn follow_worker_runs(file: std::path::PathBuf) -> (tokio::sync::watch::Receiver
         }
     });
     (rx, AbortOnDropHandle::new(task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_milestone_keeps_the_time_it_was_first_seen() {
+        let t0 = Instant::now();
+        let (t1, t2) = (t0 + Duration::from_secs(1), t0 + Duration::from_secs(2));
+        let mut m = Marks::default();
+        m.mark(FAILURE.into(), t1);
+        m.mark(FAILURE.into(), t2);
+        m.mark(current_is(1), t2);
+        assert_eq!((m.at(FAILURE), m.at(&current_is(1)), m.at(&previous_is(0))), (Some(t1), Some(t2), None));
+    }
 }

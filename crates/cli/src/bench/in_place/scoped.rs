@@ -22,7 +22,7 @@ use nix::sys::resource::UsageWho;
 use serde_json::{Value, json};
 
 use super::super::{JS_NAME, Limits, cpu, jobset_resource, phases, rss_mb};
-use super::{BenchPod, Mode, PodView, Seen, WORKER, simulated_spec};
+use super::{BenchPod, Marks, Mode, PodView, Seen, WORKER, simulated_spec};
 
 /// The replicated job whose pods must keep running.
 pub(in crate::bench) const DRIVER: &str = "driver";
@@ -345,20 +345,10 @@ struct Follow {
     scope: BTreeSet<String>,
     /// Main-container mode: the simulated worker runs.
     worker_runs: Option<WorkerRuns>,
-    marks: Vec<(String, Instant)>,
+    marks: Marks,
 }
 
 impl Follow {
-    fn mark(&mut self, what: String, now: Instant) {
-        if !self.marks.iter().any(|(w, _)| *w == what) {
-            self.marks.push((what, now));
-        }
-    }
-
-    fn at(&self, what: &str) -> Option<Instant> {
-        self.marks.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
-    }
-
     fn set(&mut self, uid: String, view: Option<ScopedPod>) {
         let mut count = |v: &ScopedPod, by: isize| {
             if let Some(g) = v.generation {
@@ -397,28 +387,28 @@ impl Follow {
             None => self.sum(&self.ready, 0, &all) == total,
         };
         if synced {
-            self.mark(SYNCED.into(), now);
+            self.marks.mark(SYNCED.into(), now);
         }
         if self.all_started == total && (!self.in_place || self.sum(&self.present, 0, &all) == total) {
-            self.mark(STARTED.into(), now);
+            self.marks.mark(STARTED.into(), now);
         }
         if self.failed || self.worker_runs.is_some_and(|r| r.failed > 0) {
-            self.mark(FAILURE.into(), now);
+            self.marks.mark(FAILURE.into(), now);
         }
         if self.scope.is_empty() {
             return;
         }
-        self.mark(decided(&self.scope), now);
+        self.marks.mark(decided(&self.scope), now);
         let expected: usize = self.scope.iter().filter_map(|r| self.sizes.get(r)).sum();
         if self.sum(&self.present, 1, &self.scope) == expected {
-            self.mark(ANNOUNCED.into(), now);
+            self.marks.mark(ANNOUNCED.into(), now);
         }
         let done = match self.worker_runs {
             Some(r) => r.started >= (total + expected) as u64,
             None => self.sum(&self.ready, 1, &self.scope) == expected,
         };
         if done {
-            self.mark(DONE.into(), now);
+            self.marks.mark(DONE.into(), now);
         }
     }
 
@@ -465,7 +455,7 @@ fn track(
                         let scope = restarted_replicated_jobs(&status, &f.sizes);
                         f.scope.extend(scope);
                         for m in status_marks(&status) {
-                            f.mark(m, now);
+                            f.marks.mark(m, now);
                         }
                     }
                 }
@@ -483,15 +473,7 @@ async fn milestone(
     limit: Duration,
     what: &str,
 ) -> anyhow::Result<Instant> {
-    super::super::milestone(follow, rx, limit, &format!("{what:?}"), |f| f.at(what), Follow::stuck).await
-}
-
-fn print_timeline(f: &Follow, from: Instant, to: Instant) {
-    let mut marks: Vec<&(String, Instant)> = f.marks.iter().filter(|(_, t)| *t >= from && *t <= to).collect();
-    marks.sort_by_key(|(_, t)| *t);
-    for (what, at) in marks {
-        println!("    {:>8.3} s  {what}", at.duration_since(from).as_secs_f64());
-    }
+    super::super::milestone(follow, rx, limit, &format!("{what:?}"), |f| f.marks.at(what), Follow::stuck).await
 }
 
 /// What one scoped case measured.
@@ -545,7 +527,7 @@ async fn measure(
     milestone(&follow, &mut rx.clone(), limit, STARTED).await?;
     let before: BTreeMap<String, Vec<Option<String>>> = {
         let f = follow.lock().expect("follow lock");
-        print_timeline(&f, created, synced);
+        f.marks.print_timeline(created, synced);
         f.pods.iter().map(|(uid, p)| (uid.clone(), p.started.clone())).collect()
     };
     if main {
@@ -570,7 +552,7 @@ async fn measure(
         scope.iter().cloned().collect::<Vec<_>>().join(", "),
         restart.as_secs_f64()
     );
-    print_timeline(&follow.lock().expect("follow lock"), failed, done);
+    follow.lock().expect("follow lock").marks.print_timeline(failed, done);
     // The pods after the restart against before it (the simulated worker runs in main-container
     // mode, whose pod status does not show them).
     let pods = Api::<Pod>::default_namespaced(client.clone())
@@ -615,12 +597,12 @@ async fn measure(
         let lifted = ["JobSet".to_string()]
             .into_iter()
             .chain(scope.iter().map(|r| format!("replicated job {r}")))
-            .filter_map(|whose| f.at(&format!("{whose} currentInPlaceRestartAttempt = 1")))
+            .filter_map(|whose| f.marks.at(&format!("{whose} currentInPlaceRestartAttempt = 1")))
             .min();
         phases::Seen {
             failure: wall(failed),
-            decided: f.at(&decided(&scope)).map(wall),
-            stopped: (case.in_place() && !main).then(|| f.at(ANNOUNCED)).flatten().map(wall),
+            decided: f.marks.at(&decided(&scope)).map(wall),
+            stopped: (case.in_place() && !main).then(|| f.marks.at(ANNOUNCED)).flatten().map(wall),
             barrier_lifted: lifted.map(wall),
             running: wall(done),
             running_what: DONE.into(),
