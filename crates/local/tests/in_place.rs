@@ -13,7 +13,7 @@ use jobset_api::jobset::keys::*;
 use jobset_api::jobset::{JobSet, JobSetStatus};
 use jobset_apiserver::ApiServer;
 use jobset_local::{LocalCluster, LocalConfig};
-use k8s_openapi::api::core::v1::{ContainerStatus, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -82,19 +82,6 @@ fn attempt(p: &Pod) -> Option<&str> {
 
 fn node_of(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
-}
-
-fn container<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    let s = p.status.as_ref()?;
-    s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find(|c| c.name == name)
-}
-
-fn running(p: &Pod, name: &str) -> bool {
-    container(p, name).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
-}
-
-fn restart_count(p: &Pod, name: &str) -> Option<i32> {
-    container(p, name).map(|c| c.restart_count)
 }
 
 /// Pod name → its (uid, node) in every recorded version where it is bound.

@@ -17,7 +17,7 @@ use jobset_api::jobset::keys::*;
 use jobset_api::jobset::{JobInPlaceRestartStatus, JobSet, RestartRecord, RestartScope, RestartStrategy};
 use jobset_apiserver::ApiServer;
 use jobset_local::{LocalCluster, LocalConfig};
-use k8s_openapi::api::core::v1::{ContainerStatus, Event, Pod};
+use k8s_openapi::api::core::v1::{Event, Pod};
 use kube::Resource;
 use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher;
@@ -116,19 +116,6 @@ fn job_index_of(p: &Pod) -> &str {
 /// The pod's completion index in its Indexed Job.
 fn completion_index(p: &Pod) -> Option<&str> {
     p.metadata.annotations.as_ref()?.get("batch.kubernetes.io/job-completion-index").map(String::as_str)
-}
-
-fn container<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    let s = p.status.as_ref()?;
-    s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find(|c| c.name == name)
-}
-
-fn running(p: &Pod, name: &str) -> bool {
-    container(p, name).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
-}
-
-fn restart_count(p: &Pod, name: &str) -> Option<i32> {
-    container(p, name).map(|c| c.restart_count)
 }
 
 /// The pod is at `attempt` with its worker running after `restarts` restarts of each container.

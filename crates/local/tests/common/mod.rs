@@ -10,6 +10,7 @@ use futures::StreamExt;
 use jobset_api::jobset::JobSet;
 use jobset_api::jobset::keys::JOBSET_NAME;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -317,4 +318,20 @@ pub fn status(js: &JobSet) -> jobset_api::jobset::JobSetStatus {
 
 pub fn rj_status(js: &JobSet, rj: &str) -> jobset_api::jobset::ReplicatedJobStatus {
     status(js).replicated_jobs_status.into_iter().find(|s| s.name == rj).unwrap_or_default()
+}
+
+/// The status of the pod's container (init or regular) `name`.
+pub fn container<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    let s = p.status.as_ref()?;
+    s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find(|c| c.name == name)
+}
+
+/// Whether the pod's container `name` is running.
+pub fn running(p: &Pod, name: &str) -> bool {
+    container(p, name).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
+}
+
+/// The restart count of the pod's container `name`.
+pub fn restart_count(p: &Pod, name: &str) -> Option<i32> {
+    container(p, name).map(|c| c.restart_count)
 }
