@@ -39,7 +39,7 @@ impl Env {
     async fn start() -> Env {
         let server = ApiServer::in_memory();
         let client = server.client();
-        Env::populate(&client).await;
+        common::populate(&client).await;
         Env { agent: client.clone(), server, client, _tls_dir: None }
     }
 
@@ -67,22 +67,6 @@ impl Env {
         env.agent = Client::try_from(config).unwrap();
         env._tls_dir = Some(dir);
         env
-    }
-
-    async fn populate(client: &Client) {
-        let js = common::train();
-        Api::<JobSet>::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": POD, "namespace": NS,
-                         "labels": {"jobset.sigs.k8s.io/jobset-name": "train"}},
-            "spec": {
-                "initContainers": [{"name": "agent", "image": "jobset", "restartPolicy": "Always",
-                                    "startupProbe": {"httpGet": {"path": "/barrier-is-lifted", "port": 8080}}}],
-                "containers": [{"name": "worker", "image": "busybox"}]
-            }
-        }))
-        .unwrap();
-        Api::<Pod>::namespaced(client.clone(), NS).create(&PostParams::default(), &pod).await.unwrap();
     }
 
     fn config(&self) -> AgentConfig {

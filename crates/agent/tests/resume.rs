@@ -14,7 +14,7 @@ use jobset_apiserver::persist::Memory;
 use jobset_apiserver::store::StoreConfig;
 use jobset_apiserver::{Admission, ApiServer, ServerConfig};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -35,18 +35,7 @@ impl Env {
             ServerConfig { store: StoreConfig { watch_history: history, ..Default::default() }, ..Default::default() };
         let server = ApiServer::new(Box::new(Memory), Admission::default(), config).unwrap();
         let client = server.client();
-        let js = common::train();
-        Api::<JobSet>::namespaced(client.clone(), NS).create(&PostParams::default(), &js).await.unwrap();
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": POD, "namespace": NS, "labels": {"jobset.sigs.k8s.io/jobset-name": "train"}},
-            "spec": {
-                "initContainers": [{"name": "agent", "image": "jobset", "restartPolicy": "Always",
-                                    "startupProbe": {"httpGet": {"path": "/barrier-is-lifted", "port": 8080}}}],
-                "containers": [{"name": "worker", "image": "busybox"}]
-            }
-        }))
-        .unwrap();
-        Api::<Pod>::namespaced(client.clone(), NS).create(&PostParams::default(), &pod).await.unwrap();
+        common::populate(&client).await;
         Env { server, client, store: MemoryStore::new() }
     }
 
