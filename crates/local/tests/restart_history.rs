@@ -122,11 +122,6 @@ fn owner_uid(p: &Pod) -> Option<&str> {
     p.metadata.owner_references.as_ref()?.iter().find(|o| o.kind == "Job").map(|o| o.uid.as_str())
 }
 
-fn container<'a>(p: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    let s = p.status.as_ref()?;
-    s.init_container_statuses.iter().chain(s.container_statuses.iter()).flatten().find(|c| c.name == name)
-}
-
 /// When the container's current run started (running, or terminated since).
 fn started_at(c: &ContainerStatus) -> Option<Timestamp> {
     let s = c.state.as_ref()?;
