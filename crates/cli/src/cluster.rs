@@ -74,6 +74,10 @@ pub struct TimingArgs {
     /// First pod-failure back-off of the Job controller (doubling, capped at 10 min).
     #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
     pub job_backoff: Duration,
+    /// How long the Job controller waits after a change of a Job's pods before it syncs the Job,
+    /// once for all the changes in between (kube-controller-manager's `syncJobBatchPeriod`).
+    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
+    pub job_sync_batch_period: Duration,
     /// The restarts a JobSet's `status.restartHistory` keeps, the newest (0: none).
     #[arg(long, default_value_t = jobset_controllers::jobset::restart_history::DEFAULT_LIMIT)]
     pub restart_history_limit: usize,
@@ -181,6 +185,7 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
             local.node_lifecycle.monitor_period = (opts.timing.node_grace_period / 8)
                 .clamp(Duration::from_millis(10), local.node_lifecycle.monitor_period);
             local.job.sync.backoff.base = opts.timing.job_backoff;
+            local.job.sync_batch_period = opts.timing.job_sync_batch_period;
             local.jobset.restart_history_limit = opts.timing.restart_history_limit;
             local.appwrapper.appwrapper = appwrapper;
             local.jobset_controller = !opts.external.contains(&External::Jobset);

@@ -41,9 +41,11 @@ fn recorded_phases(r: &Value) -> Vec<(String, f64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeline_of_a_jobset_restarted_twice_shows_both_restarts_and_their_phases() {
     let dir = tempfile::tempdir().unwrap();
-    let mut run = common::jobset_command(&["run", "--keep", "--job-backoff", "10ms", "--timeout", "90s", EXAMPLE])
-        .spawn()
-        .unwrap();
+    // Each attempt's pod fails soon after it starts: with the Job controller's 1 s batching the
+    // Jobs of the first restart could fail again before their status ever showed them running.
+    let args =
+        ["run", "--keep", "--job-backoff", "10ms", "--job-sync-batch-period", "10ms", "--timeout", "90s", EXAMPLE];
+    let mut run = common::jobset_command(&args).spawn().unwrap();
     let (seen, kubeconfig) = common::kept_cluster(&mut run, LIMIT).await;
     assert!(seen.contains("restart-jobset succeeded; restarts 2"), "{seen}");
     let kc = kubeconfig.as_str();

@@ -92,6 +92,7 @@ impl LocalConfig {
         c.job.sync.backoff.max = Duration::from_millis(100);
         c.job.orphan_sweep = Duration::from_millis(100);
         c.job.error_retry = Duration::from_millis(20);
+        c.job.sync_batch_period = Duration::from_millis(10);
         c.jobset.error_backoff = Duration::from_millis(50);
         c.appwrapper.error_backoff = Duration::from_millis(50);
         c.appwrapper.timing.poll = Duration::from_millis(100);

@@ -629,6 +629,7 @@ pub(super) async fn process(
             heartbeat_interval: Duration::from_secs(10),
             node_grace_period: Duration::from_secs(40),
             job_backoff: Duration::from_secs(10),
+            job_sync_batch_period: jobset_controllers::job::JobControllerConfig::default().sync_batch_period,
             restart_history_limit: jobset_controllers::jobset::restart_history::DEFAULT_LIMIT,
         },
         inflight: crate::up::InflightArgs {

@@ -2,6 +2,7 @@
 //! around the pure [`sync::sync`].
 
 pub mod backoff;
+pub mod batch;
 pub mod claim;
 pub mod indexes;
 pub mod pod_failure_policy;
@@ -51,6 +52,9 @@ pub struct JobControllerConfig {
     /// (their Job is gone, or they have no controller) are released.
     pub orphan_sweep: Duration,
     pub concurrency: u16,
+    /// Upstream's `syncJobBatchPeriod` (1 s): a Job syncs this long after a change of one of its
+    /// pods, once for all the changes in between ([`batch`]); a Job's own events sync it at once.
+    pub sync_batch_period: Duration,
 }
 
 impl Default for JobControllerConfig {
@@ -61,6 +65,7 @@ impl Default for JobControllerConfig {
             error_retry: Duration::from_millis(200),
             orphan_sweep: Duration::from_secs(1),
             concurrency: 8,
+            sync_batch_period: Duration::from_secs(1),
         }
     }
 }
@@ -396,8 +401,9 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
     let controller = Controller::new(jobs, watcher::Config::default());
     let job_store = controller.store();
     let store = job_store.clone();
+    let pod_triggers = pod_events.flat_map(move |p| futures::stream::iter(jobs_of_pod(&store, &p)));
     let controller = controller
-        .watches_shared_stream(pod_events, move |p: Arc<Pod>| jobs_of_pod(&store, &p))
+        .reconcile_on(batch::batched(pod_triggers, config.sync_batch_period))
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let sweeper = tokio::spawn(release_orphans(client.clone(), index, job_store, config.orphan_sweep));
     controller
