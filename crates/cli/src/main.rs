@@ -167,6 +167,12 @@ fn main() {
             nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, nix::sys::signal::SigHandler::SigDfl)
         };
     }
+    // An agent lives for one in-place restart attempt, with a heap of a few MB: mimalloc asks for
+    // transparent huge pages, and zeroing a fresh 2 MiB page per arena touch was the largest CPU
+    // cost of 64 agents restarting at once (docs/benchmarks.md). Disabling THP is per process.
+    if matches!(cli.command, Command::Agent(_)) {
+        let _ = nix::sys::prctl::set_thp_disable(true);
+    }
     // The client commands keep the embedded cluster's logs (run) and kube's quiet by default.
     // Benchmarks run thousands of in-process agents: only their warnings.
     let default_filter = match cli.command {
