@@ -458,3 +458,30 @@ async fn pods_of_a_failed_node_are_disrupted_and_an_ignore_rule_replaces_them_un
     jobs.delete("nodeloss", &DeleteParams::foreground()).await.unwrap();
     c.shutdown().await;
 }
+
+/// The `ready` counts the Job's status went through before all `n` of its pods were ready.
+fn partial_ready_counts(versions: &[Job], n: i32) -> std::collections::BTreeSet<i32> {
+    versions.iter().filter_map(|j| j.status.as_ref()?.ready).filter(|r| *r > 0 && *r < n).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_pods_starting_together_reach_its_status_in_one_batched_sync() {
+    // Upstream's syncJobBatchPeriod: the pods' changes within a period sync the Job once, so the
+    // status goes from no pod ready to all ready without the counts between (at most one, when
+    // the pods' starts straddle two periods).
+    let mut cfg = LocalConfig::fast(4);
+    cfg.job.sync_batch_period = Duration::from_millis(500);
+    let c = LocalCluster::start(ApiServer::in_memory(), cfg).await;
+    let jobs: Api<Job> = Api::default_namespaced(c.client());
+    let history = common::record(jobs.clone(), watcher::Config::default()).await;
+    let n = 20;
+    let spec = json!({"completions": n, "parallelism": n, "completionMode": "Indexed"});
+    jobs.create(&PostParams::default(), &job("together", spec, json!({"sim.jobset.x-k8s.io/duration": "forever"})))
+        .await
+        .unwrap();
+    let all_ready = |v: &[common::Seen<Job>]| v.iter().any(|s| s.obj.status.as_ref().and_then(|s| s.ready) == Some(n));
+    history.until("all pods ready", all_ready).await;
+    let partial = partial_ready_counts(&history.versions(), n);
+    assert!(partial.len() <= 1, "ready counts between 0 and {n}: {partial:?}");
+    c.shutdown().await;
+}

@@ -11,15 +11,25 @@ use std::time::Duration;
 use futures::stream::{self, Stream, StreamExt};
 use tokio_util::time::DelayQueue;
 
-/// `triggers`, each delivered `period` after it arrived, except those for a key already waiting
-/// (folded into the waiting one). A zero period passes every trigger on at once.
+/// When a trigger syncs its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger<K> {
+    /// At once (upstream's `enqueueSyncJobImmediately`: a Job created, deleted or its spec
+    /// changed); a batched trigger of the key already waiting still comes.
+    Now(K),
+    /// A period after it arrived, folded into one of the key already waiting
+    /// (`enqueueSyncJobBatched`: pod events, a Job's status updates).
+    Batched(K),
+}
+
+/// `triggers` as each says (see [`Trigger`]). A zero period passes every trigger on at once.
 pub fn batched<K, S>(triggers: S, period: Duration) -> stream::BoxStream<'static, K>
 where
     K: Clone + Eq + Hash + Send + 'static,
-    S: Stream<Item = K> + Send + 'static,
+    S: Stream<Item = Trigger<K>> + Send + 'static,
 {
     if period.is_zero() {
-        return triggers.boxed();
+        return triggers.map(|(Trigger::Now(k) | Trigger::Batched(k))| k).boxed();
     }
     struct State<S, K> {
         input: Option<S>,
@@ -44,7 +54,8 @@ where
                 None => None,
             };
             match next {
-                Some(Some(k)) => {
+                Some(Some(Trigger::Now(k))) => return Some((k, s)),
+                Some(Some(Trigger::Batched(k))) => {
                     if s.keys.insert(k.clone()) {
                         s.waiting.insert(k, period);
                     }
@@ -71,7 +82,7 @@ mod tests {
     use tokio_stream::wrappers::UnboundedReceiverStream;
 
     /// The triggers received by `at` (ms after the start), with when each came out.
-    async fn run(period_ms: u64, sends: &[(u64, &'static str)]) -> Vec<(u64, &'static str)> {
+    async fn run(period_ms: u64, sends: &[(u64, Trigger<&'static str>)]) -> Vec<(u64, &'static str)> {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut out = batched(UnboundedReceiverStream::new(rx), Duration::from_millis(period_ms));
         let start = Instant::now();
@@ -91,13 +102,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn triggers_for_one_key_within_a_period_sync_once_a_period_after_the_first() {
-        // (case, period, triggers sent (ms, key), triggers delivered (ms, key))
-        let cases: [(&str, u64, &[(u64, &str)], &[(u64, &str)]); 5] = [
-            ("one trigger waits a period", 1000, &[(0, "a")], &[(1000, "a")]),
-            ("a burst for one key is one sync", 1000, &[(0, "a"), (10, "a"), (999, "a")], &[(1000, "a")]),
-            ("keys wait each on its own", 1000, &[(0, "a"), (300, "b"), (400, "a")], &[(1000, "a"), (1300, "b")]),
-            ("a trigger after the sync waits again", 1000, &[(0, "a"), (1500, "a")], &[(1000, "a"), (2500, "a")]),
-            ("a zero period passes every trigger at once", 0, &[(0, "a"), (10, "a")], &[(0, "a"), (10, "a")]),
+        use Trigger::{Batched as B, Now as N};
+        // (case, period, triggers sent (ms, trigger), syncs (ms, key))
+        let cases: [(&str, u64, &[(u64, Trigger<&str>)], &[(u64, &str)]); 7] = [
+            ("one trigger waits a period", 1000, &[(0, B("a"))], &[(1000, "a")]),
+            ("a burst for one key is one sync", 1000, &[(0, B("a")), (10, B("a")), (999, B("a"))], &[(1000, "a")]),
+            ("keys wait each on its own", 1000, &[(0, B("a")), (300, B("b")), (400, B("a"))], &[(1000, "a"), (1300, "b")]),
+            ("a trigger after the sync waits again", 1000, &[(0, B("a")), (1500, B("a"))], &[(1000, "a"), (2500, "a")]),
+            ("an immediate trigger syncs at once", 1000, &[(0, N("a")), (10, N("a"))], &[(0, "a"), (10, "a")]),
+            ("an immediate trigger leaves the waiting one", 1000, &[(0, B("a")), (10, N("a"))], &[(10, "a"), (1000, "a")]),
+            ("a zero period passes every trigger at once", 0, &[(0, B("a")), (10, B("a"))], &[(0, "a"), (10, "a")]),
         ];
         for (case, period, sends, want) in cases {
             assert_eq!(run(period, sends).await, want.to_vec(), "{case}");

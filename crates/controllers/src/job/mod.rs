@@ -20,12 +20,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use self::backoff::BackoffRecord;
+use self::batch::Trigger;
 use self::claim::{Claim, Tracking};
 use self::sync::{EventKind, SyncConfig, SyncInput, TRACKING_FINALIZER};
 use crate::pod_index::PodIndex;
@@ -53,7 +54,8 @@ pub struct JobControllerConfig {
     pub orphan_sweep: Duration,
     pub concurrency: u16,
     /// Upstream's `syncJobBatchPeriod` (1 s): a Job syncs this long after a change of one of its
-    /// pods, once for all the changes in between ([`batch`]); a Job's own events sync it at once.
+    /// pods or of its status, once for all the changes in between ([`batch`]); a Job created,
+    /// deleted or whose spec changed syncs at once.
     pub sync_batch_period: Duration,
 }
 
@@ -398,12 +400,19 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
         reasons: Mutex::default(),
         claims: Mutex::default(),
     });
-    let controller = Controller::new(jobs, watcher::Config::default());
-    let job_store = controller.store();
+    let (job_store, writer) = reflector::store::<Job>();
+    let job_triggers = watcher(jobs, watcher::Config::default()).default_backoff().reflect(writer).scan(
+        HashMap::<ObjectRef<Job>, Option<i64>>::new(),
+        |generations, ev| futures::future::ready(Some(futures::stream::iter(job_trigger(generations, ev)))),
+    );
     let store = job_store.clone();
-    let pod_triggers = pod_events.flat_map(move |p| futures::stream::iter(jobs_of_pod(&store, &p)));
-    let controller = controller
-        .reconcile_on(batch::batched(pod_triggers, config.sync_batch_period))
+    let pod_triggers =
+        pod_events.flat_map(move |p| futures::stream::iter(jobs_of_pod(&store, &p).into_iter().map(Trigger::Batched)));
+    let triggers = futures::stream::select(job_triggers.flatten(), pod_triggers);
+    // Every trigger comes through `batched`, the Jobs' own events too (upstream's Job event
+    // handlers); the controller's own stream is only the store.
+    let controller = Controller::for_stream(futures::stream::pending(), job_store.clone())
+        .reconcile_on(batch::batched(triggers, config.sync_batch_period))
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let sweeper = tokio::spawn(release_orphans(client.clone(), index, job_store, config.orphan_sweep));
     controller
@@ -415,6 +424,29 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
         })
         .await;
     sweeper.abort();
+}
+
+/// When a Job event syncs its Job, as upstream's Job event handlers enqueue it: created
+/// (`addJob`), deleted (`deleteJob`) or its spec changed (a new generation, `updateJob`) at once;
+/// any other update (its status) batched. `generations` holds each Job's last seen generation.
+fn job_trigger(
+    generations: &mut HashMap<ObjectRef<Job>, Option<i64>>,
+    ev: Result<watcher::Event<Job>, watcher::Error>,
+) -> Option<Trigger<ObjectRef<Job>>> {
+    match ev {
+        Ok(watcher::Event::Apply(j) | watcher::Event::InitApply(j)) => {
+            let r = ObjectRef::from_obj(&j);
+            let generation = j.metadata.generation;
+            let same = generations.insert(r.clone(), generation) == Some(generation);
+            Some(if same { Trigger::Batched(r) } else { Trigger::Now(r) })
+        }
+        Ok(watcher::Event::Delete(j)) => {
+            let r = ObjectRef::from_obj(&j);
+            generations.remove(&r);
+            Some(Trigger::Now(r))
+        }
+        _ => None,
+    }
 }
 
 /// Pods that keep the tracking finalizer though no existing Job controls them lose it
@@ -525,6 +557,31 @@ impl Ctx {
 mod tests {
     use super::indexes::{COMPLETION_INDEX, INDEX_FAILURE_COUNT};
     use super::*;
+
+    #[test]
+    fn a_job_created_deleted_or_respecced_syncs_at_once_and_a_status_update_is_batched() {
+        let job = |generation: i64, rv: &str| -> Job {
+            serde_json::from_value(json!({"metadata": {"name": "j", "namespace": "ns", "generation": generation, "resourceVersion": rv}}))
+                .unwrap()
+        };
+        let r = ObjectRef::<Job>::new("j").within("ns");
+        let now = Some(Trigger::Now(r.clone()));
+        let batched = Some(Trigger::Batched(r.clone()));
+        // (case, event, trigger), in order on one Job
+        let cases: [(&str, watcher::Event<Job>, Option<Trigger<ObjectRef<Job>>>); 7] = [
+            ("listed at the start", watcher::Event::InitApply(job(1, "1")), now.clone()),
+            ("the end of the list", watcher::Event::InitDone, None),
+            ("its status written", watcher::Event::Apply(job(1, "2")), batched.clone()),
+            ("its spec changed", watcher::Event::Apply(job(2, "3")), now.clone()),
+            ("listed again after a relist, unchanged", watcher::Event::InitApply(job(2, "3")), batched),
+            ("deleted", watcher::Event::Delete(job(2, "4")), now.clone()),
+            ("created again", watcher::Event::Apply(job(1, "5")), now),
+        ];
+        let mut generations = HashMap::new();
+        for (case, ev, want) in cases {
+            assert_eq!(job_trigger(&mut generations, Ok(ev)), want, "{case}");
+        }
+    }
 
     #[test]
     fn only_updates_of_what_the_job_controller_reads_matter_to_it() {
