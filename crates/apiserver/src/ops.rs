@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::admission::Admission;
 use crate::error::{ApiError, Cause, Result};
-use crate::object::{Obj, meta_mut, meta_str, now_rfc3339};
+use crate::object::{Obj, Relabel, meta_mut, meta_str, now_rfc3339};
 use crate::resources::{Propagation, ResourceDef};
 use crate::store::{Key, Txn};
 
@@ -683,36 +683,64 @@ fn parse_apply_body(body: &[u8]) -> Result<Value> {
     Ok(v)
 }
 
-/// A patch's body, parsed, and for a patch that changes only labels or annotations its merge
-/// into the object as it was when read: the work [`PatchBody::prepare`] does before the store's
-/// lock is taken, so that thousands of agents writing their attempt annotation at once do not
-/// queue behind each other's parsing and merging. [`patch`] uses the merge if the object is still
-/// the one it was made from, and otherwise makes it again.
+/// A patch's body, parsed, and for a patch that changes only labels or annotations, or only
+/// the status, its merge into the object as it was when read: the work [`PatchBody::prepare`]
+/// does before the store's lock is taken, so that thousands of agents writing their attempt
+/// annotation, or node agents their pods' status, at once do not queue behind each other's
+/// parsing and merging (kube-apiserver's GuaranteedUpdate too computes an update outside any
+/// lock). [`patch`] uses the merge if the object is still the one it was made from (the same
+/// stored `Arc`: every write stores a new one), and otherwise makes it again.
 pub struct PatchBody {
-    patch: Value,
-    meta: Option<(Arc<Obj>, MetaChange)>,
+    patch: Parsed,
+    prepared: Option<(Arc<Obj>, Prepared)>,
+}
+
+/// A patch's body, parsed; or, once a status merge prepared ahead took the parsed body (no copy
+/// of it, and nothing of it left to free under the lock), its bytes, parsed again only where
+/// that merge cannot be used.
+#[derive(Clone)]
+enum Parsed {
+    Value(Value),
+    Bytes(PatchType, Vec<u8>),
+}
+
+impl Parsed {
+    fn value(self) -> Result<Value> {
+        match self {
+            Parsed::Value(v) => Ok(v),
+            Parsed::Bytes(kind, body) => parse_patch(kind, &body),
+        }
+    }
+}
+
+fn parse_patch(kind: PatchType, body: &[u8]) -> Result<Value> {
+    match kind {
+        PatchType::Apply { .. } => parse_apply_body(body),
+        _ => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}"))),
+    }
+}
+
+/// A patch merged ahead of the lock, by [`fast_path`].
+enum Prepared {
+    Metadata(MetaChange),
+    Status(StatusChange),
 }
 
 impl PatchBody {
     /// The same body for another pass of a write (nothing prepared).
     pub fn again(&self) -> PatchBody {
-        PatchBody { patch: self.patch.clone(), meta: None }
+        PatchBody { patch: self.patch.clone(), prepared: None }
     }
 
     /// The body parsed, nothing prepared.
     pub fn parse(kind: PatchType, body: &[u8]) -> Result<PatchBody> {
-        let patch = match kind {
-            PatchType::Apply { .. } => parse_apply_body(body)?,
-            _ => {
-                serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?
-            }
-        };
-        Ok(PatchBody { patch, meta: None })
+        Ok(PatchBody { patch: Parsed::Value(parse_patch(kind, body)?), prepared: None })
     }
 
     /// The body parsed, and merged into the object as `store` has it now where
-    /// [`patch_metadata`]'s path applies. An error of that merge is left for [`patch`] to find
-    /// again under the lock (the object may be gone by then, which is the error to report).
+    /// [`patch_metadata`]'s or [`patch_status`]'s path applies. An error of that merge is left
+    /// for [`patch`] to find again under the lock (the object may be gone by then, which is the
+    /// error to report).
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         store: &crate::store::Store,
@@ -725,33 +753,64 @@ impl PatchBody {
         target: Target,
         view: Option<crate::resources::View>,
     ) -> Result<PatchBody> {
-        let mut b = PatchBody::parse(kind, body)?;
-        if metadata_path_applies(ctx, def, kind, target, view)
-            && let Some(cur) = store.get(def, ns_of(def, ns), name)
-            && let Ok(Some(change)) = prepare_metadata(def, ns, name, &cur, kind, &b.patch)
-        {
-            b.meta = Some((cur, change));
-        }
-        Ok(b)
+        let patch = parse_patch(kind, body)?;
+        let parsed = |patch| PatchBody { patch: Parsed::Value(patch), prepared: None };
+        let Some(path) = fast_path(ctx, def, kind, target, view) else { return Ok(parsed(patch)) };
+        let Some(cur) = store.get(def, ns_of(def, ns), name) else { return Ok(parsed(patch)) };
+        Ok(match path {
+            FastPath::Metadata => {
+                let change = prepare_metadata(def, ns, name, &cur, kind, &patch).ok().flatten();
+                PatchBody { patch: Parsed::Value(patch), prepared: change.map(|c| (cur, Prepared::Metadata(c))) }
+            }
+            FastPath::Status if status_patch_applies(ns, name, &cur, &patch) => {
+                let change = merge_status(def, &cur, kind, patch);
+                PatchBody {
+                    patch: Parsed::Bytes(kind, body.to_vec()),
+                    prepared: change.map(|c| (cur, Prepared::Status(c))),
+                }
+            }
+            FastPath::Status => parsed(patch),
+        })
     }
 }
 
-/// Whether a patch may take [`patch_metadata`]'s path: to the object itself (not a status or a
-/// view of it), of a built-in kind without admission hooks that must see it (they would see the
-/// whole object).
-fn metadata_path_applies(
+/// A shorter path a patch may take, for the patches it takes giving what the general one gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastPath {
+    /// [`patch_metadata`]'s: to the object itself (not a status or a view of it), of a built-in
+    /// kind without admission hooks that must see it (they would see the whole object).
+    Metadata,
+    /// [`patch_status`]'s: a merge or strategic merge patch to the status of an object of a
+    /// namespaced built-in kind whose status writes no admission hook validates and no schema
+    /// checks (pods'), so that only the status and the resourceVersion change.
+    Status,
+}
+
+fn fast_path(
     ctx: &Ctx<'_>,
     def: &ResourceDef,
     kind: PatchType,
     target: Target,
     view: Option<crate::resources::View>,
-) -> bool {
-    target == Target::Main
-        && view.is_none()
-        && kind != PatchType::Json
-        && !def.is_crd()
-        && !ctx.admission.sees_metadata_patches(def)
-        && !ctx.staged()
+) -> Option<FastPath> {
+    if view.is_some() || def.is_crd() || ctx.staged() {
+        return None;
+    }
+    match target {
+        Target::Main if kind != PatchType::Json && !ctx.admission.sees_metadata_patches(def) => {
+            Some(FastPath::Metadata)
+        }
+        Target::Status
+            if matches!(kind, PatchType::Merge | PatchType::Strategic)
+                && def.builtin
+                && def.namespaced
+                && def.schema.is_none()
+                && !ctx.admission.validates_status(def) =>
+        {
+            Some(FastPath::Status)
+        }
+        _ => None,
+    }
 }
 
 /// Applies a patch of any supported type; a server-side apply to a missing object creates it.
@@ -767,7 +826,17 @@ pub fn patch(
     target: Target,
     view: Option<crate::resources::View>,
 ) -> Result<(Arc<Obj>, bool)> {
-    let PatchBody { patch, meta: prepared } = body;
+    let PatchBody { patch, prepared } = body;
+    let key = Txn::key(def, ns_of(def, ns), name);
+    // A status merge prepared on the object as it still is is all there is to do.
+    if let Some((seen, Prepared::Status(_))) = &prepared
+        && txn.get(&key).is_some_and(|cur| Arc::ptr_eq(seen, &cur))
+        && fast_path(ctx, def, kind, target, view) == Some(FastPath::Status)
+        && let Some((cur, Prepared::Status(change))) = prepared
+    {
+        return Ok((patch_status(txn, def, ns, name, &cur, change)?, false));
+    }
+    let patch = patch.value()?;
     if kind == PatchType::Strategic && !def.builtin {
         return Err(ApiError::unsupported_media("application/strategic-merge-patch+json"));
     }
@@ -787,7 +856,6 @@ pub fn patch(
             )));
         }
     }
-    let key = Txn::key(def, ns_of(def, ns), name);
     let Some(cur) = txn.get(&key) else {
         if let PatchType::Apply { .. } = kind {
             let mut obj = patch;
@@ -797,14 +865,22 @@ pub fn patch(
         }
         return Err(ApiError::not_found(def, name));
     };
-    if metadata_path_applies(ctx, def, kind, target, view) {
-        let change = match prepared {
-            Some((seen, change)) if Arc::ptr_eq(&seen, &cur) => Some(change),
-            _ => prepare_metadata(def, ns, name, &cur, kind, &patch)?,
-        };
-        if let Some(change) = change {
-            return Ok((patch_metadata(txn, def, ns, name, &cur, change)?, false));
+    match fast_path(ctx, def, kind, target, view) {
+        Some(FastPath::Metadata) => {
+            let change = match prepared {
+                Some((seen, Prepared::Metadata(change))) if Arc::ptr_eq(&seen, &cur) => Some(change),
+                _ => prepare_metadata(def, ns, name, &cur, kind, &patch)?,
+            };
+            if let Some(change) = change {
+                return Ok((patch_metadata(txn, def, ns, name, &cur, change)?, false));
+            }
         }
+        Some(FastPath::Status) => {
+            if let Some(change) = prepare_status(def, ns, name, &cur, kind, &patch) {
+                return Ok((patch_status(txn, def, ns, name, &cur, change)?, false));
+            }
+        }
+        None => {}
     }
     // A patch sent to a view applies to the object as the view shows it. Parsed once: `update`
     // compares with the same value.
@@ -921,13 +997,14 @@ fn prepare_metadata(
     if !causes.is_empty() {
         return Err(ApiError::invalid(def, name, causes));
     }
-    Ok(Some(MetaChange::To(doc.get_mut("metadata").map(Value::take).unwrap_or_default())))
+    let Some(Value::Object(new)) = doc.get_mut("metadata").map(Value::take) else { return Ok(None) };
+    Ok(Some(MetaChange::To(Relabel::new(new))))
 }
 
 /// What a labels-or-annotations patch does to an object's metadata.
 enum MetaChange {
     Unchanged,
-    To(Value),
+    To(Relabel),
 }
 
 fn patch_metadata(
@@ -942,6 +1019,113 @@ fn patch_metadata(
         MetaChange::Unchanged => Ok(cur.clone()),
         MetaChange::To(meta) => {
             let obj = txn.put_metadata(def, cur, meta);
+            settle_update(txn, def, ns, name, cur, obj)
+        }
+    }
+}
+
+/// A merge or strategic merge patch of nothing but the status (`{"status": {...}}`: what node
+/// agents send), on [`FastPath::Status`]: the status alone is parsed from the stored bytes,
+/// merged and serialized, and spliced with the new resourceVersion between the stored bytes of
+/// the rest ([`Obj::with_status`]), instead of parsing, copying, comparing and serializing the
+/// whole object. The rest would pass `update`'s checks as it is: it is the stored object's, of
+/// the URL's kind, name and namespace, at its own resourceVersion. This merges (`None` where
+/// the patch, the stored bytes or the result is not of that shape, or on a merge error: the
+/// general path then runs, and gives the same result for the patches taken here, or the
+/// error); [`patch_status`] stores.
+fn prepare_status(
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    cur: &Obj,
+    kind: PatchType,
+    patch: &Value,
+) -> Option<StatusChange> {
+    status_patch_applies(ns, name, cur, patch).then(|| merge_status(def, cur, kind, patch.clone()))?
+}
+
+/// Whether [`prepare_status`]'s merge may apply to this patch (`{"status": {...}}`) and object.
+fn status_patch_applies(ns: &str, name: &str, cur: &Obj, patch: &Value) -> bool {
+    patch.as_object().is_some_and(|p| p.len() == 1 && p.get("status").is_some_and(Value::is_object))
+        && cur.namespace == ns
+        && cur.name == name
+        && cur.splices_status()
+}
+
+/// [`prepare_status`]'s merge, taking the patch.
+fn merge_status(def: &ResourceDef, cur: &Obj, kind: PatchType, patch: Value) -> Option<StatusChange> {
+    if !typed_as(def, &cur.raw) {
+        return None;
+    }
+    let old: Value = serde_json::from_slice(cur.status_bytes()).ok()?;
+    // The same merge as the general path's, on an object that is only the status.
+    let mut doc = Value::Object([("status".to_string(), old)].into_iter().collect());
+    match kind {
+        PatchType::Merge => json_patch::merge(&mut doc, &patch),
+        PatchType::Strategic => doc = crate::strategic_merge::apply(&def.kind, doc, patch).ok()?,
+        _ => return None,
+    }
+    let new = doc.as_object_mut()?.remove("status").filter(Value::is_object)?;
+    // Writing to a Vec does not fail, and a Value always serializes.
+    let bytes = serde_json::to_vec(&new).unwrap_or_default();
+    // Without floats, equal values are equal bytes (serde_json writes one form of each).
+    let unchanged = if has_float(&new) {
+        serde_json::from_slice::<Value>(cur.status_bytes()).is_ok_and(|old| old == new)
+    } else {
+        bytes == cur.status_bytes()
+    };
+    if unchanged {
+        return Some(StatusChange::Unchanged);
+    }
+    // Quota admission reads the whole object when a pod's phase turns terminal (or back).
+    if !crate::quota::ignores_status_update(def, cur, new.get("phase").and_then(Value::as_str)) {
+        return None;
+    }
+    let fields = cur.fields_with_status(def, &new)?;
+    Some(StatusChange::To { bytes, fields })
+}
+
+/// Whether `raw` (a stored object) starts with its `apiVersion` and `kind` as `def`'s: what
+/// `check_type` leaves as it is.
+fn typed_as(def: &ResourceDef, raw: &[u8]) -> bool {
+    // serde_json writes the keys in order: nothing sorts before `apiVersion` in a stored object
+    // of a built-in kind.
+    let prefix =
+        format!("{{\"apiVersion\":{},\"kind\":{},", Value::String(def.api_version()), Value::String(def.kind.clone()));
+    raw.starts_with(prefix.as_bytes())
+}
+
+fn has_float(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_f64(),
+        Value::Array(items) => items.iter().any(has_float),
+        Value::Object(map) => map.values().any(has_float),
+        _ => false,
+    }
+}
+
+/// What a status patch does to an object's status.
+enum StatusChange {
+    Unchanged,
+    /// The new status, serialized, and the object's selectable fields with it.
+    To {
+        bytes: Vec<u8>,
+        fields: Vec<String>,
+    },
+}
+
+fn patch_status(
+    txn: &mut Txn<'_>,
+    def: &Arc<ResourceDef>,
+    ns: &str,
+    name: &str,
+    cur: &Arc<Obj>,
+    change: StatusChange,
+) -> Result<Arc<Obj>> {
+    match change {
+        StatusChange::Unchanged => Ok(cur.clone()),
+        StatusChange::To { bytes, fields } => {
+            let obj = txn.put_status(def, cur, &bytes, fields);
             settle_update(txn, def, ns, name, cur, obj)
         }
     }
@@ -1375,10 +1559,259 @@ mod tests {
         let ctx = Ctx::new(&admission);
         let applies = |plural: &str| {
             let def = registry.get(if plural == "jobs" { "batch" } else { "" }, "v1", plural).expect("built in");
-            metadata_path_applies(&ctx, &def, PatchType::Strategic, Target::Main, None)
+            fast_path(&ctx, &def, PatchType::Strategic, Target::Main, None) == Some(FastPath::Metadata)
         };
         assert!(applies("pods"), "pod validation, priority and exclusive placement never read a metadata patch");
         assert!(!applies("jobs"), "Job defaulting and validation see every write");
+    }
+
+    #[test]
+    fn status_patches_of_pods_take_the_status_path_and_not_those_of_kinds_whose_status_is_validated() {
+        let registry = Registry::with_builtins();
+        let admission = crate::builtin::with_builtins(Admission::default(), &[]);
+        let ctx = Ctx::new(&admission);
+        let path = |group: &str, plural: &str, kind: PatchType, target: Target| {
+            let def = registry.get(group, "v1", plural).expect("built in");
+            fast_path(&ctx, &def, kind, target, None)
+        };
+        let cases = [
+            ("pods", "", "pods", PatchType::Strategic, Some(FastPath::Status)),
+            ("pods, merge", "", "pods", PatchType::Merge, Some(FastPath::Status)),
+            ("pods, JSON patch", "", "pods", PatchType::Json, None),
+            ("pods, apply", "", "pods", PatchType::Apply { force: true }, None),
+            ("Jobs: their status is validated", "batch", "jobs", PatchType::Strategic, None),
+            ("nodes: cluster-scoped", "", "nodes", PatchType::Strategic, None),
+        ];
+        for (what, group, plural, kind, want) in cases {
+            assert_eq!(path(group, plural, kind, Target::Status), want, "{what}");
+        }
+        let server = crate::ApiServer::in_memory();
+        let jobsets = server.registry().get("jobset.x-k8s.io", "v1alpha2", "jobsets").expect("preinstalled");
+        assert_eq!(
+            fast_path(&ctx, &jobsets, PatchType::Merge, Target::Status, None),
+            None,
+            "custom resources: a schema"
+        );
+    }
+
+    /// A hook that checks nothing but says it validates status writes: registered for pods, it
+    /// sends every status patch down the general path.
+    struct StatusChecked;
+    impl AdmissionHook for StatusChecked {
+        fn validates_status(&self) -> bool {
+            true
+        }
+    }
+
+    /// The stored object, as [`Obj`]'s `Debug` shows it (bytes, where its parts are in them and
+    /// what is indexed), or the error, after a status `patch` on a pod whose status is
+    /// `status`: down the general path (`general`), or prepared before the lock (`prepared`), or
+    /// neither; and whether the status path takes it.
+    fn status_patched(
+        general: bool,
+        prepared: bool,
+        status: &Value,
+        kind: PatchType,
+        body: &Value,
+    ) -> (std::result::Result<String, String>, bool) {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        let mut stored = pod();
+        stored["status"] = status.clone();
+        store.write(|txn| Ok(txn.put(&def, stored))).expect("the pod is stored");
+        let mut admission = Admission::default();
+        if general {
+            admission.register("", "Pod", Arc::new(StatusChecked));
+        }
+        let ctx = Ctx::new(&admission);
+        let bytes = serde_json::to_vec(body).expect("a JSON patch");
+        let cur = store.get(&def, "default", "p").expect("stored");
+        let fast = !general && prepare_status(&def, "default", "p", &cur, kind, body).is_some();
+        let body = if prepared {
+            PatchBody::prepare(&store, &ctx, &def, "default", "p", kind, &bytes, Target::Status, None)
+        } else {
+            PatchBody::parse(kind, &bytes)
+        };
+        let out = body
+            .and_then(|body| {
+                store.write(|txn| patch(txn, &ctx, &def, "default", "p", kind, body, Target::Status, None))
+            })
+            .map(|(o, _)| format!("{o:?}"))
+            .map_err(|e| e.to_string());
+        (out, fast)
+    }
+
+    #[test]
+    fn a_status_patch_stores_the_bytes_the_general_path_stores() {
+        let running = json!({"phase": "Running", "message": "ünïcode \u{1F600}",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-26T00:00:00Z"},
+                           {"type": "PodScheduled", "status": "True", "lastProbeTime": null}],
+            "containerStatuses": [{"name": "m", "ready": true, "restartCount": 0, "state": {"running": {}}}],
+            "podIP": "10.0.0.1"});
+        let smp = PatchType::Strategic;
+        let cases = [
+            (
+                "a node agent's whole status: conditions merged by type, nulls removing",
+                smp,
+                json!({"status": {"phase": "Running", "conditions": [
+                    {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "m", "lastTransitionTime": "2026-11-27T00:00:00Z"},
+                    {"type": "PodScheduled", "status": "True", "reason": null, "message": null}],
+                    "containerStatuses": [{"name": "m", "ready": false, "restartCount": 1, "state": {"waiting": {"reason": "x"}}}],
+                    "podIP": "10.0.0.1"}}),
+                true,
+            ),
+            ("the same status again: nothing written", smp, json!({"status": running.clone()}), true),
+            (
+                "a merge patch of the message",
+                PatchType::Merge,
+                json!({"status": {"message": "done", "podIP": null}}),
+                true,
+            ),
+            ("a merge patch that changes nothing", PatchType::Merge, json!({"status": {"phase": "Running"}}), true),
+            (
+                "a directive ordering the conditions",
+                smp,
+                json!({"status": {"$setElementOrder/conditions": [{"type": "PodScheduled"}, {"type": "Ready"}],
+                                  "conditions": [{"type": "Ready", "status": "False"}]}}),
+                true,
+            ),
+            ("a float", smp, json!({"status": {"ratio": 0.5}}), true),
+            ("the phase turning terminal", smp, json!({"status": {"phase": "Succeeded"}}), false),
+            ("a bad directive", smp, json!({"status": {"$patch": "bogus"}}), false),
+            ("the status deleted by a directive", smp, json!({"status": {"$patch": "delete"}}), false),
+            ("the status removed", PatchType::Merge, json!({"status": null}), false),
+            ("not a map", PatchType::Merge, json!({"status": [1]}), false),
+            (
+                "a stale resourceVersion precondition",
+                PatchType::Merge,
+                json!({"metadata": {"resourceVersion": "1"}, "status": {"message": "x"}}),
+                false,
+            ),
+            (
+                "labels beside the status (ignored on the status subresource)",
+                smp,
+                json!({"metadata": {"labels": {"b": "c"}}, "status": {"message": "x"}}),
+                false,
+            ),
+            ("another name", PatchType::Merge, json!({"metadata": {"name": "q"}, "status": {}}), false),
+            ("a list that is not a list", smp, json!({"status": {"conditions": {"type": "Ready"}}}), true),
+        ];
+        for (what, kind, patch, fast) in cases {
+            let (general, _) = status_patched(true, false, &running, kind, &patch);
+            let (quick, taken) = status_patched(false, false, &running, kind, &patch);
+            assert_eq!(taken, fast, "{what}: status path taken");
+            assert_eq!(quick, general, "{what}");
+            let (prepared, _) = status_patched(false, true, &running, kind, &patch);
+            assert_eq!(prepared, general, "{what}, prepared before the lock");
+        }
+        // A float already stored: compared as values, not as bytes.
+        let with_float = json!({"phase": "Running", "ratio": 1.0});
+        for patch in [json!({"status": {"ratio": 1.0}}), json!({"status": {"ratio": 1}})] {
+            let (general, _) = status_patched(true, false, &with_float, smp, &patch);
+            let (quick, taken) = status_patched(false, true, &with_float, smp, &patch);
+            assert!(taken, "{patch}");
+            assert_eq!(quick, general, "{patch}");
+        }
+    }
+
+    #[test]
+    fn status_patches_prepared_on_an_object_that_changed_since_are_merged_again_and_both_land() {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let admission = Admission::default();
+        let ctx = Ctx::new(&admission);
+        let prepare = |v: Value| {
+            let bytes = serde_json::to_vec(&v).unwrap();
+            PatchBody::prepare(&store, &ctx, &def, "default", "p", PatchType::Strategic, &bytes, Target::Status, None)
+                .unwrap()
+        };
+        let run = |body: PatchBody| {
+            store.write(|txn| patch(txn, &ctx, &def, "default", "p", PatchType::Strategic, body, Target::Status, None))
+        };
+        // Both read the pod at resourceVersion 1.
+        let first = prepare(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}));
+        let second = prepare(json!({"status": {"conditions": [{"type": "Initialized", "status": "True"}]}}));
+        run(first).unwrap();
+        let (o, _) = run(second).unwrap();
+        let v = o.value();
+        let mut types: Vec<&str> =
+            v["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        types.sort();
+        assert_eq!(types, ["Initialized", "Ready"], "the condition written in between is kept");
+        assert_eq!(o.rv, 3);
+        assert_eq!(v["metadata"]["resourceVersion"], "3");
+    }
+
+    #[test]
+    fn concurrent_status_patches_to_one_pod_all_land() {
+        const EACH: usize = 50;
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let admission = Admission::default();
+        std::thread::scope(|s| {
+            for writer in ["a", "b"] {
+                let (store, def, admission) = (&store, &def, &admission);
+                s.spawn(move || {
+                    let ctx = Ctx::new(admission);
+                    for i in 1..=EACH {
+                        let body = json!({"status": {"conditions": [{"type": writer, "status": i.to_string()}]}});
+                        let bytes = serde_json::to_vec(&body).unwrap();
+                        let kind = PatchType::Strategic;
+                        let body =
+                            PatchBody::prepare(store, &ctx, def, "default", "p", kind, &bytes, Target::Status, None)
+                                .unwrap();
+                        store
+                            .write(|txn| patch(txn, &ctx, def, "default", "p", kind, body, Target::Status, None))
+                            .unwrap();
+                    }
+                });
+            }
+        });
+        let o = store.get(&def, "default", "p").unwrap();
+        let v = o.value();
+        let status_of = |t: &str| {
+            v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == t).map(|c| c["status"].clone())
+        };
+        assert_eq!(status_of("a"), Some(json!(EACH.to_string())));
+        assert_eq!(status_of("b"), Some(json!(EACH.to_string())));
+        assert_eq!(o.rv, 1 + 2 * EACH as u64, "every patch wrote");
+        assert_eq!(format!("{o:?}"), format!("{:?}", Obj::new(&def, &v)), "stored as a whole write stores it");
+    }
+
+    #[test]
+    fn a_stored_object_is_of_its_kind_when_its_bytes_start_with_its_api_version_and_kind() {
+        let registry = Registry::with_builtins();
+        let pods = registry.get("", "v1", "pods").expect("pods are built in");
+        let jobs = registry.get("batch", "v1", "jobs").expect("jobs are built in");
+        let cases = [
+            (&pods, json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), true),
+            (&jobs, json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {}}), true),
+            (&jobs, json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}), false),
+            (&pods, json!({"kind": "Pod", "metadata": {}}), false),
+            (&pods, json!({"Zeta": 1, "apiVersion": "v1", "kind": "Pod", "metadata": {}}), false),
+            (&pods, json!({"apiVersion": "v1", "kind": "Pod"}), false),
+        ];
+        for (def, v, want) in cases {
+            assert_eq!(typed_as(def, &serde_json::to_vec(&v).unwrap()), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn floats_are_found_at_any_depth() {
+        let cases = [
+            (json!({"a": [1, {"b": 2.5}]}), true),
+            (json!(1.0), true),
+            (json!({"a": [1, {"b": "2.5"}], "c": -3}), false),
+            (json!(null), false),
+        ];
+        for (v, want) in cases {
+            assert_eq!(has_float(&v), want, "{v}");
+        }
     }
 
     #[test]

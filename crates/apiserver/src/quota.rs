@@ -902,6 +902,17 @@ pub fn admit_create(txn: &mut Txn<'_>, def: &ResourceDef, ns: &str, name: &str, 
     Ok(())
 }
 
+/// Whether [`admit_update`] leaves an update of `cur` whose new status phase is `phase` alone,
+/// without reading the new object: it is not a ResourceQuota, nor a pod whose phase turns
+/// terminal or back (a status write that may skip building the whole object).
+pub(crate) fn ignores_status_update(def: &ResourceDef, cur: &Obj, phase: Option<&str>) -> bool {
+    if is_quota(def) {
+        return false;
+    }
+    !(def.group.is_empty() && def.plural == "pods")
+        || is_terminal(cur.field(def, "status.phase").filter(|p| !p.is_empty())) == is_terminal(phase)
+}
+
 /// Called on update, before `new` replaces `cur`. A ResourceQuota is validated (422; `spec.scopes`
 /// is immutable) and its status recomputed (also on a `/status` write). A pod whose phase
 /// becomes terminal gives back its compute usage (and takes it again if it leaves it).

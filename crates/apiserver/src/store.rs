@@ -149,6 +149,18 @@ pub struct Store {
     /// The same for `admissionregistration.k8s.io` objects (webhook configurations and
     /// policies), so admission re-reads them only when they changed.
     admission_generation: AtomicU64,
+    /// The resourceVersion of the last committed write, for readers that wait for one
+    /// ([`Store::wait_for_rv`]).
+    rv_tx: tokio::sync::watch::Sender<u64>,
+}
+
+/// Why [`Store::list_at`] cannot serve a resourceVersion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListAtError {
+    /// Older than the history the store keeps of the resource.
+    Compacted,
+    /// Newer than the store's current resourceVersion (given).
+    TooLarge(u64),
 }
 
 /// What a watch starts from: the events to replay and the live feed after them.
@@ -192,7 +204,9 @@ impl Store {
         for t in state.tables.values_mut() {
             t.compacted = loaded.rv;
         }
+        let rv_tx = tokio::sync::watch::Sender::new(loaded.rv);
         Ok(Store {
+            rv_tx,
             state: Mutex::new(state),
             backend,
             registry,
@@ -291,6 +305,51 @@ impl Store {
         Ok(WatchStart { replay, rx, rv })
     }
 
+    /// Waits (at most `timeout`) until the store's resourceVersion is at least `rv`; on timeout,
+    /// the current one.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: std::time::Duration) -> Result<(), u64> {
+        let mut rx = self.rv_tx.subscribe();
+        match tokio::time::timeout(timeout, rx.wait_for(|&now| now >= rv)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(self.current_rv()),
+        }
+    }
+
+    /// The objects of a resource (optionally in one namespace) as they were at resourceVersion
+    /// `rv`, in key order: the current ones with the changes after `rv` undone from the history.
+    pub fn list_at(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        rv: u64,
+        mut filter: impl FnMut(&Obj) -> bool,
+    ) -> Result<Vec<Arc<Obj>>, ListAtError> {
+        let state = self.lock();
+        if rv > state.rv {
+            return Err(ListAtError::TooLarge(state.rv));
+        }
+        let Some(table) = state.tables.get(&def.storage_key()) else {
+            return if rv < state.opened_rv { Err(ListAtError::Compacted) } else { Ok(vec![]) };
+        };
+        if rv < table.compacted {
+            return Err(ListAtError::Compacted);
+        }
+        let in_ns = |n: &str| ns.is_none_or(|ns| n == ns);
+        let mut at: BTreeMap<(String, String), Arc<Obj>> =
+            table.objects.iter().filter(|((n, _), _)| in_ns(n)).map(|(k, o)| (k.clone(), o.clone())).collect();
+        for ev in table.history.iter().rev().take_while(|e| e.rv > rv) {
+            if !in_ns(&ev.obj.namespace) {
+                continue;
+            }
+            let key = (ev.obj.namespace.clone(), ev.obj.name.clone());
+            match (ev.kind, &ev.prev) {
+                (EventType::Added, _) | (_, None) => at.remove(&key),
+                (_, Some(prev)) => at.insert(key, prev.clone()),
+            };
+        }
+        Ok(at.into_values().filter(|o| filter(o)).collect())
+    }
+
     /// Runs `f` as one atomic, durable write.
     pub fn write<R>(&self, f: impl FnOnce(&mut Txn<'_>) -> Result<R, ApiError>) -> Result<R, ApiError> {
         let mut state = self.lock();
@@ -306,6 +365,7 @@ impl Store {
         self.backend.persist(rv, &persisted).map_err(|e| ApiError::internal(format!("storage: {e}")))?;
         drop(persisted);
         state.rv = rv;
+        self.rv_tx.send_replace(rv);
         let rbac_changed = changes.iter().any(|c| c.def.group == crate::rbac::GROUP);
         let admission_changed = changes.iter().any(|c| c.def.group == crate::webhook::GROUP);
         for change in changes {
@@ -483,16 +543,21 @@ impl Txn<'_> {
         self.record(def, Obj::new(def, &value))
     }
 
-    /// Stores `cur` with its `metadata` replaced by `meta`, which differs only in labels and
-    /// annotations, under a new resourceVersion. The bytes around `cur`'s metadata are copied as
-    /// they are, so the object is neither parsed nor serialized whole (the bytes are those
-    /// [`Txn::put`] would store).
-    pub fn put_metadata(&mut self, def: &Arc<ResourceDef>, cur: &Obj, mut meta: Value) -> Arc<Obj> {
+    /// Stores `cur` with its `metadata` replaced by `meta` (serialized ahead), which differs only
+    /// in labels and annotations, under a new resourceVersion. The bytes around `cur`'s metadata
+    /// are copied as they are, so the object is neither parsed nor serialized whole (the bytes
+    /// are those [`Txn::put`] would store).
+    pub fn put_metadata(&mut self, def: &Arc<ResourceDef>, cur: &Obj, meta: crate::object::Relabel) -> Arc<Obj> {
         self.rv += 1;
-        if let Some(m) = meta.as_object_mut() {
-            m.insert("resourceVersion".into(), Value::String(self.rv.to_string()));
-        }
-        self.record(def, cur.relabelled(self.rv, &meta))
+        self.record(def, cur.relabelled(self.rv, meta))
+    }
+
+    /// Stores `cur` with its `status` replaced by `status` (serialized; `fields` the selectable
+    /// fields with it) under a new resourceVersion, the bytes around both copied as they are
+    /// ([`Obj::with_status`]: the bytes [`Txn::put`] would store).
+    pub fn put_status(&mut self, def: &Arc<ResourceDef>, cur: &Obj, status: &[u8], fields: Vec<String>) -> Arc<Obj> {
+        self.rv += 1;
+        self.record(def, cur.with_status(self.rv, status, fields))
     }
 
     fn record(&mut self, def: &Arc<ResourceDef>, obj: Obj) -> Arc<Obj> {

@@ -69,7 +69,7 @@ pub fn apply(kind: &str, original: Value, patch: Value) -> std::result::Result<V
             )));
         }
     };
-    match merge_map(original, patch, root_type(kind), "")? {
+    match merge_map(original, patch, root_type(kind), &Path::Root)? {
         MapOutcome::Keep(map) => Ok(Value::Object(map)),
         MapOutcome::Delete => Ok(Value::Object(JsonMap::new())),
     }
@@ -273,6 +273,10 @@ fn lookup(parent: Ty, field: &str) -> FieldMeta<'static> {
     if parent.is_root() && field == "metadata" {
         return FieldMeta { ty: Ty::ObjectMeta, strategy: Replace };
     }
+    // Most fields are under types the table does not list: no need to scan it.
+    if parent == Ty::Unknown {
+        return UNKNOWN_FIELD;
+    }
     SCHEMA
         .iter()
         .find(|&&(p, f, _, _)| p == parent && f == field)
@@ -307,7 +311,7 @@ enum MapOutcome {
 }
 
 /// upstream `mergeMap`.
-fn merge_map(mut original: JsonMap, mut patch: JsonMap, ty: Ty, path: &str) -> Result<MapOutcome> {
+fn merge_map(mut original: JsonMap, mut patch: JsonMap, ty: Ty, path: &Path<'_>) -> Result<MapOutcome> {
     if let Some(directive) = take_key(&mut patch, DIRECTIVE_MARKER) {
         return match directive.as_str() {
             Some("replace") => Ok(MapOutcome::Keep(sanitize_map(patch, ty, path)?)),
@@ -334,9 +338,9 @@ fn merge_map(mut original: JsonMap, mut patch: JsonMap, ty: Ty, path: &str) -> R
 }
 
 /// Merges one patch field into `original`.
-fn merge_field(original: &mut JsonMap, key: String, patch_value: Value, ty: Ty, path: &str) -> Result<()> {
+fn merge_field(original: &mut JsonMap, key: String, patch_value: Value, ty: Ty, path: &Path<'_>) -> Result<()> {
     let field = lookup(ty, &key);
-    let path = child_path(path, &key);
+    let path = Path::Field(path, &key);
     if patch_value.is_null() {
         remove_key(original, &key);
         return Ok(());
@@ -364,7 +368,7 @@ fn merge_field(original: &mut JsonMap, key: String, patch_value: Value, ty: Ty, 
 
 /// upstream `applyRetainKeysDirective`: drops the original keys not listed; every non-null patch
 /// key must be listed.
-fn apply_retain_keys(original: &mut JsonMap, patch: &mut JsonMap, path: &str) -> Result<()> {
+fn apply_retain_keys(original: &mut JsonMap, patch: &mut JsonMap, path: &Path<'_>) -> Result<()> {
     let Some(retain) = take_key(patch, RETAIN_KEYS) else {
         return Ok(());
     };
@@ -389,12 +393,12 @@ fn apply_retain_keys(original: &mut JsonMap, patch: &mut JsonMap, path: &str) ->
 
 /// upstream `mergePatchIntoOriginal`: merges every list that has a `$setElementOrder/<field>`
 /// directive and orders the result by it.
-fn apply_set_element_order(original: &mut JsonMap, patch: &mut JsonMap, ty: Ty, path: &str) -> Result<()> {
+fn apply_set_element_order(original: &mut JsonMap, patch: &mut JsonMap, ty: Ty, path: &Path<'_>) -> Result<()> {
     let directives: Vec<String> = patch.keys().filter(|k| k.starts_with(SET_ELEMENT_ORDER)).cloned().collect();
     for directive in directives {
         let order = take_key(patch, &directive).unwrap_or_default();
         let field_name = extract_key(&directive, SET_ELEMENT_ORDER, path)?;
-        let fpath = child_path(path, field_name);
+        let fpath = Path::Field(path, field_name);
         let Value::Array(order) = order else {
             return Err(at(
                 &fpath,
@@ -445,7 +449,7 @@ fn apply_set_element_order(original: &mut JsonMap, patch: &mut JsonMap, ty: Ty, 
 }
 
 /// `$deleteFromPrimitiveList/<field>: [values]`: removes the values from a list of scalars.
-fn delete_from_primitive_list(original: &mut JsonMap, directive: &str, value: Value, path: &str) -> Result<()> {
+fn delete_from_primitive_list(original: &mut JsonMap, directive: &str, value: Value, path: &Path<'_>) -> Result<()> {
     let field_name = extract_key(directive, DELETE_FROM_PRIMITIVE_LIST, path)?;
     if value.is_null() {
         remove_key(original, field_name);
@@ -464,7 +468,7 @@ fn validate_patch_with_set_order_list(
     patch_list: &[Value],
     order: &[Value],
     key: Option<&str>,
-    path: &str,
+    path: &Path<'_>,
 ) -> Result<()> {
     if order.is_empty() || patch_list.is_empty() {
         return Ok(());
@@ -505,7 +509,7 @@ fn validate_patch_with_set_order_list(
     Ok(())
 }
 
-fn merge_key_value_equal(left: &Value, right: &Value, key: Option<&str>, path: &str) -> Result<bool> {
+fn merge_key_value_equal(left: &Value, right: &Value, key: Option<&str>, path: &Path<'_>) -> Result<bool> {
     let Some(key) = key else {
         return Ok(scalar_eq(left, right));
     };
@@ -523,7 +527,7 @@ fn merge_key_value_equal(left: &Value, right: &Value, key: Option<&str>, path: &
 // ---------------------------------------------------------------------------------------------
 
 /// upstream `mergeSliceHandler`.
-fn merge_list(original: Vec<Value>, patch: Vec<Value>, field: FieldMeta<'_>, path: &str) -> Result<Vec<Value>> {
+fn merge_list(original: Vec<Value>, patch: Vec<Value>, field: FieldMeta<'_>, path: &Path<'_>) -> Result<Vec<Value>> {
     match field.strategy {
         Replace => sanitize_list(patch, field.ty, path),
         MergeByKey(key) => merge_slice(original, patch, Some(key), field.ty, path),
@@ -537,7 +541,7 @@ fn merge_slice(
     patch: Vec<Value>,
     key: Option<&str>,
     elem_ty: Ty,
-    path: &str,
+    path: &Path<'_>,
 ) -> Result<Vec<Value>> {
     if original.is_empty() && patch.is_empty() {
         return Ok(original);
@@ -558,9 +562,26 @@ fn merge_slice(
         return Err(at(path, "cannot merge lists without merge key for type map"));
     };
     let (original, patch) = merge_special_elements(original, patch, key, elem_ty, path)?;
-    let merged = merge_without_special_elements(original.clone(), &patch, key, elem_ty, path)?;
-    let (in_patch, server_only) = partition_by_presence(merged, &patch, Some(key), path)?;
-    normalize_element_order(in_patch, server_only, &patch, &original, Some(key), path)
+    let server_order = keys_of(&original, key);
+    let (merged, patch_order) = merge_without_special_elements(original, patch, key, elem_ty, path)?;
+    let (in_patch, server_only) = partition_by_presence(merged, &patch_order, Some(key), path)?;
+    normalize_element_order(in_patch, server_only, &patch_order, &server_order, Some(key), path)
+}
+
+/// The items of a merge list as ordering reads them: a map holding only the merge key's value
+/// (an item without one, which ordering reports as it is, whole), so that the list itself need
+/// not be copied.
+fn keys_of(list: &[Value], key: &str) -> Vec<Value> {
+    list.iter()
+        .map(|item| match item.get(key) {
+            Some(value) => key_only(key, value.clone()),
+            None => item.clone(),
+        })
+        .collect()
+}
+
+fn key_only(key: &str, value: Value) -> Value {
+    Value::Object([(key.to_string(), value)].into_iter().collect())
 }
 
 /// upstream `mergeSliceWithSpecialElements`: applies `{"<key>": v, "$patch": "delete"}` items
@@ -570,7 +591,7 @@ fn merge_special_elements(
     patch: Vec<Value>,
     key: &str,
     elem_ty: Ty,
-    path: &str,
+    path: &Path<'_>,
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut rest = Vec::with_capacity(patch.len());
     let mut replace = false;
@@ -602,39 +623,42 @@ fn merge_special_elements(
 }
 
 /// upstream `mergeSliceWithoutSpecialElements`: merges items with the same key value, appends
-/// the others.
+/// the others. Returns the merged list, and the patch's items as ordering reads them
+/// ([`keys_of`]).
 fn merge_without_special_elements(
     mut original: Vec<Value>,
-    patch: &[Value],
+    patch: Vec<Value>,
     key: &str,
     elem_ty: Ty,
-    path: &str,
-) -> Result<Vec<Value>> {
+    path: &Path<'_>,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    let mut order = Vec::with_capacity(patch.len());
     for item in patch {
         let Value::Object(map) = item else {
-            return Err(bad_arg_type(path, "map", item));
+            return Err(bad_arg_type(path, "map", &item));
         };
-        let value = map.get(key).ok_or_else(|| no_merge_key(path, map, key))?;
-        let item_path = format!("{path}[{key}={}]", display_scalar(value));
-        match find_by_key(&original, key, value, path)? {
+        let value = map.get(key).ok_or_else(|| no_merge_key(path, &map, key))?.clone();
+        let item_path = Path::Item(path, key, &value);
+        match find_by_key(&original, key, &value, path)? {
             Some(index) => {
                 let Value::Object(current) = std::mem::take(&mut original[index]) else {
                     unreachable!("find_by_key only matches maps");
                 };
-                original[index] = match merge_map(current, map.clone(), elem_ty, &item_path)? {
+                original[index] = match merge_map(current, map, elem_ty, &item_path)? {
                     MapOutcome::Keep(merged) => Value::Object(merged),
                     // Unreachable: directive items were removed by merge_special_elements.
                     MapOutcome::Delete => Value::Object(JsonMap::new()),
                 };
             }
-            None => original.push(Value::Object(sanitize_map(map.clone(), elem_ty, &item_path)?)),
+            None => original.push(Value::Object(sanitize_map(map, elem_ty, &item_path)?)),
         }
+        order.push(key_only(key, value));
     }
-    Ok(original)
+    Ok((original, order))
 }
 
 /// upstream `findMapInSliceBasedOnKeyValue`.
-fn find_by_key(list: &[Value], key: &str, value: &Value, path: &str) -> Result<Option<usize>> {
+fn find_by_key(list: &[Value], key: &str, value: &Value, path: &Path<'_>) -> Result<Option<usize>> {
     for (index, item) in list.iter().enumerate() {
         let Value::Object(map) = item else {
             return Err(at(path, format!("value for key {index} is not a map")));
@@ -652,7 +676,7 @@ fn partition_by_presence(
     merged: Vec<Value>,
     by: &[Value],
     key: Option<&str>,
-    path: &str,
+    path: &Path<'_>,
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let mut present = Vec::with_capacity(merged.len());
     let mut absent = Vec::with_capacity(merged.len());
@@ -684,7 +708,7 @@ fn normalize_element_order(
     patch_order: &[Value],
     server_order: &[Value],
     key: Option<&str>,
-    path: &str,
+    path: &Path<'_>,
 ) -> Result<Vec<Value>> {
     let patch_items = normalize_slice_order(patch_items, patch_order, key, path)?;
     let server_only = normalize_slice_order(server_only, server_order, key, path)?;
@@ -694,7 +718,12 @@ fn normalize_element_order(
 /// upstream `normalizeSliceOrder`: a `sort.SliceStable` by position in `order` whose comparator
 /// treats items missing from `order` as "less" than anything (so the Go sort algorithm itself is
 /// reproduced); `$patch: delete` items go last.
-fn normalize_slice_order(to_sort: Vec<Value>, order: &[Value], key: Option<&str>, path: &str) -> Result<Vec<Value>> {
+fn normalize_slice_order(
+    to_sort: Vec<Value>,
+    order: &[Value],
+    key: Option<&str>,
+    path: &Path<'_>,
+) -> Result<Vec<Value>> {
     let (keep, to_delete): (Vec<Value>, Vec<Value>) = match key {
         Some(key) => {
             for item in to_sort.iter().chain(order) {
@@ -769,7 +798,7 @@ enum ElemKind {
 }
 
 /// upstream `sliceElementType`: all items must have the same JSON type, and not be lists.
-fn slice_element_kind(original: &[Value], patch: &[Value], path: &str) -> Result<Option<ElemKind>> {
+fn slice_element_kind(original: &[Value], patch: &[Value], path: &Path<'_>) -> Result<Option<ElemKind>> {
     let mut kind = None;
     for item in original.iter().chain(patch) {
         let this = match item {
@@ -804,7 +833,10 @@ fn slice_element_kind(original: &[Value], patch: &[Value], path: &str) -> Result
 
 /// A patch value with no counterpart in the original: processes its directives against an empty
 /// original and drops `null` map values. `None` means the field must not exist.
-fn sanitize(value: Value, ty: Ty, path: &str) -> Result<Option<Value>> {
+fn sanitize(value: Value, ty: Ty, path: &Path<'_>) -> Result<Option<Value>> {
+    if !needs_sanitizing(&value) && !value.is_null() {
+        return Ok(Some(value));
+    }
     Ok(match value {
         Value::Null => None,
         Value::Object(map) => match merge_map(JsonMap::new(), map, ty, path)? {
@@ -816,7 +848,10 @@ fn sanitize(value: Value, ty: Ty, path: &str) -> Result<Option<Value>> {
     })
 }
 
-fn sanitize_map(map: JsonMap, ty: Ty, path: &str) -> Result<JsonMap> {
+fn sanitize_map(map: JsonMap, ty: Ty, path: &Path<'_>) -> Result<JsonMap> {
+    if !map_needs_sanitizing(&map) {
+        return Ok(map);
+    }
     match merge_map(JsonMap::new(), map, ty, path)? {
         MapOutcome::Keep(map) => Ok(map),
         MapOutcome::Delete => Ok(JsonMap::new()),
@@ -824,7 +859,10 @@ fn sanitize_map(map: JsonMap, ty: Ty, path: &str) -> Result<JsonMap> {
 }
 
 /// Items of a list taken from the patch: directive items (`$patch`) are dropped, maps sanitized.
-fn sanitize_list(items: Vec<Value>, elem_ty: Ty, path: &str) -> Result<Vec<Value>> {
+fn sanitize_list(items: Vec<Value>, elem_ty: Ty, path: &Path<'_>) -> Result<Vec<Value>> {
+    if !items.iter().any(needs_sanitizing) {
+        return Ok(items);
+    }
     let mut out = Vec::with_capacity(items.len());
     for (index, item) in items.into_iter().enumerate() {
         match item {
@@ -835,13 +873,29 @@ fn sanitize_list(items: Vec<Value>, elem_ty: Ty, path: &str) -> Result<Vec<Value
                         _ => return Err(bad_patch_type(path, directive, &map)),
                     }
                 }
-                out.push(Value::Object(sanitize_map(map, elem_ty, &format!("{path}[{index}]"))?));
+                out.push(Value::Object(sanitize_map(map, elem_ty, &Path::Index(path, index))?));
             }
             Value::Array(inner) => out.push(Value::Array(sanitize_list(inner, Ty::Unknown, path)?)),
             scalar => out.push(scalar),
         }
     }
     Ok(out)
+}
+
+/// Whether sanitizing `value` changes it: it holds a directive (a map key starting with `$`) or
+/// a `null` map value somewhere. Without either, the merge into nothing copies every map and
+/// list as it is: most of a node agent's status patch (its container statuses replace the
+/// stored ones).
+fn needs_sanitizing(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map_needs_sanitizing(map),
+        Value::Array(items) => items.iter().any(needs_sanitizing),
+        _ => false,
+    }
+}
+
+fn map_needs_sanitizing(map: &JsonMap) -> bool {
+    map.iter().any(|(k, v)| k.starts_with('$') || v.is_null() || needs_sanitizing(v))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -986,7 +1040,7 @@ fn is_delete_directive(item: &Value) -> bool {
 }
 
 /// upstream `extractKey`: `"<prefix>/<field>"` → `field`.
-fn extract_key<'k>(directive: &'k str, prefix: &str, path: &str) -> Result<&'k str> {
+fn extract_key<'k>(directive: &'k str, prefix: &str, path: &Path<'_>) -> Result<&'k str> {
     match directive.split_once('/') {
         Some((p, field)) if p == prefix => Ok(field),
         _ => {
@@ -1009,11 +1063,43 @@ fn take_key(map: &mut JsonMap, key: &str) -> Option<Value> {
     Some(value)
 }
 
-fn child_path(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+/// Where a merge is in the object (`spec.containers[name=c].env`), for error messages: written
+/// out only when an error is, since a merge runs for every status a node agent writes.
+#[derive(Clone, Copy, Debug)]
+enum Path<'a> {
+    Root,
+    /// A map's field.
+    Field(&'a Path<'a>, &'a str),
+    /// A merge list's item, by the value of its merge key.
+    Item(&'a Path<'a>, &'a str, &'a Value),
+    /// A list's item, by its index.
+    Index(&'a Path<'a>, usize),
 }
 
-fn at(path: &str, message: impl std::fmt::Display) -> StrategicMergeError {
+impl Path<'_> {
+    /// Whether the path is written as nothing (the root, or fields with empty names under it).
+    fn is_empty(&self) -> bool {
+        match self {
+            Path::Root => true,
+            Path::Field(parent, key) => key.is_empty() && parent.is_empty(),
+            Path::Item(..) | Path::Index(..) => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => Ok(()),
+            Path::Field(parent, key) if parent.is_empty() => f.write_str(key),
+            Path::Field(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Item(parent, key, value) => write!(f, "{parent}[{key}={}]", display_scalar(value)),
+            Path::Index(parent, index) => write!(f, "{parent}[{index}]"),
+        }
+    }
+}
+
+fn at(path: &Path<'_>, message: impl std::fmt::Display) -> StrategicMergeError {
     if path.is_empty() {
         StrategicMergeError::new(message.to_string())
     } else {
@@ -1021,7 +1107,7 @@ fn at(path: &str, message: impl std::fmt::Display) -> StrategicMergeError {
     }
 }
 
-fn bad_patch_type(path: &str, directive: &Value, map: &JsonMap) -> StrategicMergeError {
+fn bad_patch_type(path: &Path<'_>, directive: &Value, map: &JsonMap) -> StrategicMergeError {
     at(
         path,
         format!(
@@ -1031,11 +1117,11 @@ fn bad_patch_type(path: &str, directive: &Value, map: &JsonMap) -> StrategicMerg
     )
 }
 
-fn no_merge_key(path: &str, map: &JsonMap, key: &str) -> StrategicMergeError {
+fn no_merge_key(path: &Path<'_>, map: &JsonMap, key: &str) -> StrategicMergeError {
     at(path, format!("map: {} does not contain declared merge key: {key}", Value::Object(map.clone())))
 }
 
-fn bad_arg_type(path: &str, expected: &str, got: &Value) -> StrategicMergeError {
+fn bad_arg_type(path: &Path<'_>, expected: &str, got: &Value) -> StrategicMergeError {
     at(path, format!("expected a {expected}, but received a {}: {got}", type_name(got)))
 }
 
@@ -1336,6 +1422,64 @@ mod tests {
                 want: json!({"spec": {"podCIDRs": ["10.0.0.0/24", "fd00::/64"], "taints": [{"key": "b", "effect": "NoExecute"}]}}),
             },
         ]);
+    }
+
+    #[test]
+    fn a_value_needs_sanitizing_only_with_a_directive_or_a_null_map_value() {
+        let cases = [
+            (json!({"a": [{"b": 1}, [2, null]], "c": {}}), false, "no directive, a null list item"),
+            (json!({"a": {"b": null}}), true, "a null map value"),
+            (json!([{"$patch": "delete", "name": "x"}]), true, "a directive item"),
+            (json!({"a": [{"$setElementOrder/x": []}]}), true, "a directive deep down"),
+            (json!("$patch"), false, "a string"),
+            (json!(null), false, "null itself (sanitize drops it apart)"),
+        ];
+        for (v, want, what) in cases {
+            assert_eq!(needs_sanitizing(&v), want, "{what}");
+        }
+        // Where nothing needs it, sanitizing gives the value back.
+        let v = json!({"a": [{"b": 1}, [2, null]], "c": {}});
+        assert_eq!(sanitize(v.clone(), Ty::Pod, &Path::Root).unwrap(), Some(v));
+    }
+
+    #[test]
+    fn ordering_reads_only_the_merge_key_of_each_item() {
+        let list = [json!({"type": "Ready", "status": "True"}), json!({"status": "False"}), json!({"type": 2})];
+        assert_eq!(keys_of(&list, "type"), [json!({"type": "Ready"}), json!({"status": "False"}), json!({"type": 2})]);
+    }
+
+    #[test]
+    fn errors_name_where_the_merge_failed() {
+        let bogus = json!({"$patch": "bogus"});
+        let unknown = "unknown patch type: \"bogus\" in map: {} (expected \"replace\" or \"delete\")";
+        let cases = [
+            (
+                "a merge list's item, by its key",
+                json!({"spec": {"containers": [{"name": "c", "env": [{"name": "A"}]}]}}),
+                json!({"spec": {"containers": [{"name": "c", "env": [{"value": "x"}]}]}}),
+                "spec.containers[name=c].env: map: {\"value\":\"x\"} does not contain declared merge key: name"
+                    .to_string(),
+            ),
+            (
+                "a replaced list's item, by its index",
+                json!({}),
+                json!({"spec": {"tolerations": [{"a": 1}, {"a": bogus.clone()}]}}),
+                format!("spec.tolerations[1].a: {unknown}"),
+            ),
+            ("the root", json!({}), bogus.clone(), unknown.to_string()),
+            ("a field with an empty name", json!({}), json!({"": bogus.clone()}), unknown.to_string()),
+            ("under a field with an empty name", json!({}), json!({"": {"x": bogus.clone()}}), format!("x: {unknown}")),
+            (
+                "a number as a merge key's value",
+                json!({"spec": {"ports": [{"port": 80}]}}),
+                json!({"spec": {"ports": [{"port": 80, "x": bogus.clone()}]}}),
+                format!("spec.ports[port=80].x: {unknown}"),
+            ),
+        ];
+        for (what, original, patch, want) in cases {
+            let kind = if what.contains("number") { "Service" } else { "Pod" };
+            assert_eq!(apply(kind, original, patch).map_err(|e| e.to_string()), Err(want), "{what}");
+        }
     }
 
     #[test]
