@@ -23,7 +23,7 @@ use crate::resources::{Registry, ResourceDef, Review, Subresource};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{Store, StoreConfig, Txn};
 use crate::table;
-use crate::watch::{Filter, Render, WatchStream, bookmark_interval};
+use crate::watch::{Filter, ListAt, ListOptions, Render, WatchFrom, WatchStream, bookmark_interval};
 use crate::webhook::matching::Operation;
 
 /// Every duration and limit of the server, so tests can run fast.
@@ -62,6 +62,14 @@ pub struct ServerConfig {
     /// `jobset manager` serves those webhooks and the registered webhook configurations call it,
     /// as on a real cluster. Their CRD schemas are still enforced. Empty: all built in.
     pub external_admission: Vec<(String, String)>,
+    /// kube-apiserver's `WatchList` feature gate (on by default since 1.34): watches with
+    /// `sendInitialEvents` (streaming lists). Off, they are refused as a server with the gate
+    /// off refuses them.
+    pub watch_list: bool,
+    /// How long a read that must be at least as new as a resourceVersion the store has not
+    /// reached yet waits for it before answering 504 "Too large resource version"
+    /// (kube-apiserver's watch cache: 3 s, `blockTimeout`).
+    pub resource_version_wait: Duration,
 }
 
 /// A source of the current time (the system clock unless a test injects another).
@@ -109,6 +117,8 @@ impl Default for ServerConfig {
             clock: Clock::system(),
             webhook_service_addresses: HashMap::new(),
             external_admission: Vec::new(),
+            watch_list: true,
+            resource_version_wait: Duration::from_secs(3),
         }
     }
 }
@@ -729,11 +739,13 @@ async fn serve_resource(server: Arc<ApiServer>, ctx: &Ctx<'_>, rp: ResPath, req:
     };
     match (method.clone(), name, sub) {
         (Method::GET, None, None) => {
+            let is_watch = flag(&q, "watch");
+            let opts = ListOptions::from_query(&q, is_watch).checked(server.config.watch_list)?;
             let filter = filter_from(&def, &sdef, ns, &q)?;
-            if flag(&q, "watch") {
-                return watch(server, def, sdef, filter, &q, &acc);
+            if is_watch {
+                return watch(server, def, sdef, filter, &q, &opts, &acc).await;
             }
-            list(&server, &def, &sdef, filter, &q, &acc)
+            list(&server, &def, &sdef, filter, &q, &opts, &acc).await
         }
         (Method::GET, Some(name), None | Some(Subresource::Status)) => {
             let o = server.store.get(&sdef, &nsv, &name).ok_or_else(|| ApiError::not_found(&def, &name))?;
@@ -962,12 +974,13 @@ pub async fn write<R>(server: &Arc<ApiServer>, f: impl FnOnce(&mut Txn<'_>) -> R
     }
 }
 
-fn list(
+async fn list(
     server: &ApiServer,
     def: &Arc<ResourceDef>,
     sdef: &Arc<ResourceDef>,
     filter: Filter,
     q: &Query,
+    opts: &ListOptions,
     acc: &Accept,
 ) -> Result<Response> {
     let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
@@ -979,6 +992,30 @@ fn list(
         Some(c) => Some(decode_continue(c)?),
         None => None,
     };
+    match opts.list_at(opts.parsed_rv()?, limit.unwrap_or(0))? {
+        ListAt::Current => {}
+        ListAt::NotOlderThan(rv) => {
+            // The watch cache's wait for a resourceVersion it has not seen yet.
+            if let Err(current) = server.store.wait_for_rv(rv, server.config.resource_version_wait).await {
+                return Err(crate::watch::too_large_resource_version(rv, current, 1));
+            }
+        }
+        ListAt::Exact(rv) => {
+            // As etcd reads at a revision: the history undone back to it.
+            let objs = server.store.list_at(sdef, filter.namespace.as_deref(), rv, |o| filter.matches(o)).map_err(
+                |e| match e {
+                    crate::store::ListAtError::Compacted => crate::watch::list_too_old(),
+                    crate::store::ListAtError::TooLarge(current) => {
+                        crate::watch::too_large_resource_version(rv, current, 0)
+                    }
+                },
+            )?;
+            let more = limit.is_some_and(|l| objs.len() > l);
+            let objs = &objs[..limit.map_or(objs.len(), |l| l.min(objs.len()))];
+            let cont = more.then(|| objs.last().map(|o| encode_continue(&o.namespace, &o.name))).flatten();
+            return Ok(list_response(def, objs, rv, cont, acc, q));
+        }
+    }
     // An exact name selects one object without a scan.
     if let (Some(name), Some(ns)) =
         (filter.fields.exact_value("metadata.name"), filter.namespace.as_deref().or((!def.namespaced).then_some("")))
@@ -998,20 +1035,16 @@ fn list(
     Ok(list_response(def, &objs, rv, cont, acc, q))
 }
 
-fn watch(
+async fn watch(
     server: Arc<ApiServer>,
     def: Arc<ResourceDef>,
     sdef: Arc<ResourceDef>,
     filter: Filter,
     q: &Query,
+    opts: &ListOptions,
     acc: &Accept,
 ) -> Result<Response> {
-    let from = match q.get("resourceVersion").map(String::as_str) {
-        None | Some("") | Some("0") => None,
-        Some(rv) => {
-            Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?)
-        }
-    };
+    let plan = opts.watch_plan(opts.parsed_rv()?);
     let timeout = match q.get("timeoutSeconds") {
         Some(t) => Duration::from_secs(
             t.parse().map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value {t:?}")))?,
@@ -1026,9 +1059,23 @@ fn watch(
     } else {
         Box::new(served_bytes)
     };
-    let bookmarks = flag(q, "allowWatchBookmarks").then(|| bookmark_interval(server.config.bookmark_interval));
-    let (replay, rx, start_rv, done) = match server.store.watch(&sdef, from, filter.fields.first_exact()) {
-        Ok(w) => (w.replay.into(), w.rx, from.unwrap_or(w.rv).max(w.rv), false),
+    let bookmarks = opts.allow_watch_bookmarks.then(|| bookmark_interval(server.config.bookmark_interval));
+    // Not older than the resourceVersion asked for: wait for the store to reach it, as the watch
+    // cache does, and answer as it does (an ERROR event) when it does not in time.
+    if let Some(min) = plan.min_rv
+        && let Err(current) = server.store.wait_for_rv(min, server.config.resource_version_wait).await
+    {
+        let e = crate::watch::too_large_resource_version(min, current, 1);
+        return Ok(json_response_body(Body::from(crate::watch::error_line(&e))));
+    }
+    let from = match plan.start {
+        WatchFrom::Initial => None,
+        WatchFrom::Now => Some(server.store.current_rv()),
+        WatchFrom::After(rv) => Some(rv),
+    };
+    let (replay, rx, start_rv, done, end_bookmark) = match server.store.watch(&sdef, from, filter.fields.first_exact())
+    {
+        Ok(w) => (w.replay.into(), w.rx, from.unwrap_or(w.rv).max(w.rv), false, plan.end_bookmark.then_some(w.rv)),
         // kube's watcher relists on an ERROR event, not on an HTTP 410: answer 200 and say it in the stream.
         Err(e) => {
             let body = Body::from(crate::watch::error_line(&e));
@@ -1046,6 +1093,7 @@ fn watch(
         bookmarks,
         render,
         done,
+        end_bookmark,
     };
     Ok(json_response_body(Body::from_stream(st.into_stream())))
 }
