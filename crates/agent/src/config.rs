@@ -46,7 +46,15 @@ pub struct AgentConfig {
     /// Where the agent keeps its JobSet watch's resume point across its own restarts
     /// (`WATCH_STATE_FILE`, see [`crate::resume`]).
     pub resume: ResumeStore,
+    /// `WATCH_LIST_TIMEOUT`: an agent with no resume point opens one watch with
+    /// `sendInitialEvents` (a streaming list) instead of a list and a watch, and lists and
+    /// watches if the `k8s.io/initial-events-end` bookmark has not come within this time (a
+    /// server that ignores the parameter). `None` (`off` or `0`): list and watch.
+    pub watch_list: Option<Duration>,
 }
+
+/// The default of `WATCH_LIST_TIMEOUT` (client-go warns after as long without the bookmark).
+pub const DEFAULT_WATCH_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The file `WATCH_STATE_FILE=on` means, `<this>-<POD_NAME>.json`: in a process pod's `/tmp`, which
 /// outlives its containers (named after the pod, for pods that share the host's `/tmp`).
@@ -124,6 +132,7 @@ impl AgentConfig {
             barrier_hold: crate::DEFAULT_BARRIER_HOLD,
             scope: None,
             resume: ResumeStore::Off,
+            watch_list: Some(DEFAULT_WATCH_LIST_TIMEOUT),
         }
     }
 
@@ -221,6 +230,10 @@ impl AgentConfig {
             Some("on") => ResumeStore::File(format!("{DEFAULT_WATCH_STATE_FILE}-{pod_name}.json").into()),
             Some(path) => ResumeStore::File(path.into()),
         };
+        let watch_list = match get("WATCH_LIST_TIMEOUT").as_deref() {
+            Some("off") => None,
+            _ => Some(duration(&get, "WATCH_LIST_TIMEOUT", DEFAULT_WATCH_LIST_TIMEOUT)?).filter(|d| !d.is_zero()),
+        };
         Ok(AgentConfig {
             namespace,
             jobset_name,
@@ -233,6 +246,7 @@ impl AgentConfig {
             barrier_hold: duration(&get, "BARRIER_HOLD", crate::DEFAULT_BARRIER_HOLD)?,
             scope: scope(&get)?,
             resume,
+            watch_list,
         })
     }
 }

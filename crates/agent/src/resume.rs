@@ -13,10 +13,20 @@
 //! watch cache with no freshness guarantee. Either way the events that follow bring the agent up
 //! to date in order. The object is kept as the server sent it, so every field the agent reads
 //! (now or later) survives the restart.
+//!
+//! With no resume point the agent makes one request, not a list and a watch: a streaming list
+//! (KEP-3157, `AgentConfig::watch_list`), a watch with `sendInitialEvents=true` that first sends
+//! the JobSet as an ADDED event and then a bookmark annotated `k8s.io/initial-events-end`. The
+//! JobSet it sent (or, when there is none, nothing, as an empty list) is the first view once that
+//! bookmark has come. When the server refuses the request, or ends it before the bookmark, the
+//! agent lists and watches, as client-go's reflector falls back to a list
+//! (`Reflector.ListAndWatchWithContext`); when no bookmark comes in time (a server that ignores
+//! the parameter) it does too, and makes no more streaming lists.
 
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::io::AsyncBufReadExt;
 use futures::stream::{BoxStream, Stream, StreamExt};
@@ -182,12 +192,57 @@ pub(crate) enum Change {
     Deleted,
 }
 
-/// How a watch was opened, for tests and logs.
+/// How a watch is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Start {
+    /// One watch with `sendInitialEvents`: the JobSet, then changes.
+    StreamingList,
+    /// A list, then a watch from its resourceVersion.
     List,
+    /// A watch from the saved resourceVersion.
     Resume,
 }
+
+/// Why a streaming list could not be opened.
+#[derive(Debug)]
+enum OpenError {
+    /// The server answered with this Status code (and message).
+    Status(u16, String),
+    /// No answer (connection, TLS, ...).
+    Other(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Status(code, message) => write!(f, "{code}: {message}"),
+            OpenError::Other(e) => f.write_str(e),
+        }
+    }
+}
+
+/// A streaming list before its `k8s.io/initial-events-end` bookmark.
+struct Initial {
+    /// When the agent stops waiting for the bookmark.
+    deadline: tokio::time::Instant,
+    /// The JobSet the initial events sent, handed out with the bookmark.
+    pending: Option<Change>,
+}
+
+/// What to do with one line of a streaming list's initial events.
+#[derive(Debug, PartialEq)]
+enum InitialStep {
+    /// Keep reading (the JobSet, if sent, is held).
+    Continue,
+    /// The bookmark came: the initial events are complete.
+    Done,
+    /// The server failed the request with this code: retry the streaming list (410, 429 and a
+    /// too-large resourceVersion, as client-go's reflector does) or list and watch (others).
+    Error(u16),
+}
+
+/// The annotation of the bookmark that ends a streaming list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 /// One line of a watch stream; the object is kept as sent.
 #[derive(Deserialize)]
@@ -209,6 +264,8 @@ struct Meta {
 struct MetaFields {
     #[serde(default)]
     resource_version: Option<String>,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// The `code` of an `ERROR` event's Status.
@@ -242,6 +299,12 @@ struct Source {
     /// The saved object, handed out first.
     first: Option<JobSetView>,
     save_failed: bool,
+    /// How long a streaming list may take to its bookmark; `None`: list and watch.
+    watch_list: Option<Duration>,
+    /// The next start lists and watches (the last streaming list failed).
+    list_once: bool,
+    /// Set while `lines` is a streaming list's initial events.
+    initial: Option<Initial>,
 }
 
 /// The changes of `cfg`'s JobSet, resuming from `cfg.resume` when it holds this pod's last view.
@@ -273,6 +336,9 @@ pub(crate) fn jobset_changes(cfg: &AgentConfig, client: Client) -> BoxStream<'st
         lines: None,
         first,
         save_failed: false,
+        watch_list: cfg.watch_list,
+        list_once: false,
+        initial: None,
     };
     futures::stream::unfold(source, |mut s| async move {
         let change = s.next().await;
@@ -302,7 +368,15 @@ impl Source {
         }
         loop {
             if self.lines.is_none() {
-                let start = if self.saved.resource_version.is_empty() { Start::List } else { Start::Resume };
+                let start = match (self.saved.resource_version.is_empty(), self.watch_list) {
+                    (false, _) => Start::Resume,
+                    (true, Some(_)) if !self.list_once => Start::StreamingList,
+                    (true, _) => Start::List,
+                };
+                if start == Start::StreamingList {
+                    self.open_streaming_list().await;
+                    continue;
+                }
                 let listed = match start {
                     Start::List => match self.list().await {
                         Ok(listed) => listed,
@@ -311,8 +385,9 @@ impl Source {
                             continue;
                         }
                     },
-                    Start::Resume => None,
+                    Start::Resume | Start::StreamingList => None,
                 };
+                self.list_once = false;
                 match self.open().await {
                     Ok(lines) => self.lines = Some(lines),
                     Err(e) if is_gone(&e) => {
@@ -326,15 +401,57 @@ impl Source {
                 }
                 continue;
             }
-            let line = self.lines.as_mut().expect("opened above").next().await;
+            let lines = self.lines.as_mut().expect("opened above");
+            let line = match &self.initial {
+                Some(initial) => match tokio::time::timeout_at(initial.deadline, lines.next()).await {
+                    Ok(line) => line,
+                    Err(_) => {
+                        // client-go waits for the bookmark however long it takes; a server that
+                        // ignores `sendInitialEvents` never sends it.
+                        tracing::info!(
+                            timeout = ?self.watch_list,
+                            "no initial-events-end bookmark in time (the server ignores streaming lists); listing the JobSet from now on"
+                        );
+                        self.watch_list = None;
+                        self.end_streaming_list(false);
+                        continue;
+                    }
+                },
+                None => lines.next().await,
+            };
             match line {
+                // Before its bookmark (client-go: a watch-list that ends early falls back to a
+                // list when it was very short, and is retried otherwise; it is always a list here,
+                // so a server that keeps ending it cannot keep the agent waiting).
+                None if self.initial.is_some() => {
+                    tracing::info!("the streaming list ended before its initial events did; listing the JobSet");
+                    self.end_streaming_list(true);
+                }
                 // The server ended the watch (its timeout): resume where it left off.
                 None => self.lines = None,
                 Some(Err(e)) => {
                     self.lines = None;
+                    if self.initial.is_some() {
+                        self.end_streaming_list(false);
+                    }
                     self.retry_later("reading the JobSet watch", &e).await;
                 }
                 Some(Ok(line)) if line.trim().is_empty() => {}
+                Some(Ok(line)) if self.initial.is_some() => match self.on_initial_line(&line) {
+                    InitialStep::Continue => {}
+                    InitialStep::Done => {
+                        self.delays = None;
+                        if let Some(change) = self.initial.take().and_then(|i| i.pending) {
+                            return change;
+                        }
+                    }
+                    InitialStep::Error(code) => {
+                        self.end_streaming_list(!matches!(code, 410 | 429 | 504));
+                        if code == 429 {
+                            self.retry_later("the streaming list of the JobSet", &"429 Too Many Requests").await;
+                        }
+                    }
+                },
                 Some(Ok(line)) => {
                     if let Some(change) = self.on_line(&line) {
                         self.delays = None;
@@ -358,6 +475,88 @@ impl Source {
         self.saved.object = raw;
         self.persist();
         Ok(js.map(|js| Change::Apply(Box::new(js))))
+    }
+
+    /// Opens a streaming list (`lines` and `initial` are set), or decides what to do instead, as
+    /// client-go's reflector does when its watch-list request fails (`Reflector.watchList`):
+    /// 429 and no answer are retried with back-off, any other error status lists and watches.
+    async fn open_streaming_list(&mut self) {
+        // resourceVersion "0": any state, as the list it replaces (served from the watch cache).
+        let wp = WatchParams::streaming_lists().fields(&self.selector);
+        let opened = match self.request.watch(&wp, "0") {
+            Ok(req) => match self.client.request_stream(req).await {
+                Ok(body) => Ok(Box::pin(body.lines()) as Lines),
+                Err(kube::Error::Api(s)) => Err(OpenError::Status(s.code, s.message.clone())),
+                Err(e) => Err(OpenError::Other(e.to_string())),
+            },
+            Err(e) => Err(OpenError::Other(e.to_string())),
+        };
+        match opened {
+            Ok(lines) => {
+                let timeout = self.watch_list.unwrap_or_default();
+                self.lines = Some(lines);
+                self.initial = Some(Initial { deadline: tokio::time::Instant::now() + timeout, pending: None });
+            }
+            Err(OpenError::Status(429, m)) => self.retry_later("the streaming list of the JobSet", &m).await,
+            Err(e @ OpenError::Status(..)) => {
+                tracing::info!(error = %e, "the server refuses the streaming list; listing the JobSet");
+                self.list_once = true;
+            }
+            Err(e @ OpenError::Other(_)) => self.retry_later("the streaming list of the JobSet", &e).await,
+        }
+    }
+
+    /// Drops a streaming list before its bookmark; with `list_once`, the next start lists and
+    /// watches.
+    fn end_streaming_list(&mut self, list_once: bool) {
+        self.lines = None;
+        self.initial = None;
+        self.list_once |= list_once;
+        // The JobSet in unfinished initial events was never handed out: start afresh, not from
+        // its resourceVersion.
+        self.saved.resource_version.clear();
+    }
+
+    /// Handles one line of a streaming list's initial events.
+    fn on_initial_line(&mut self, line: &str) -> InitialStep {
+        let Ok(parsed) = serde_json::from_str::<Line<'_>>(line) else {
+            tracing::warn!("an unreadable JobSet watch event");
+            return InitialStep::Continue;
+        };
+        match parsed.kind {
+            "BOOKMARK" => {
+                let meta = serde_json::from_str::<Meta>(parsed.object.get()).map(|m| m.metadata).unwrap_or_default();
+                let end = meta.annotations.get(INITIAL_EVENTS_END).is_some_and(|v| v == "true");
+                if let Some(rv) = meta.resource_version {
+                    self.saved.resource_version = rv;
+                    // A missing JobSet is saved as such (a resume point with no object).
+                    if end && self.initial.as_ref().is_some_and(|i| i.pending.is_none()) {
+                        self.saved.object = None;
+                    }
+                    if end {
+                        self.save();
+                    }
+                }
+                if end { InitialStep::Done } else { InitialStep::Continue }
+            }
+            "ERROR" => {
+                let status: Option<StatusCode> = serde_json::from_str(parsed.object.get()).ok();
+                let (code, message) = status.map_or((0, String::new()), |s| (s.code, s.message));
+                tracing::info!(code, message, "the streaming list of the JobSet failed");
+                InitialStep::Error(code)
+            }
+            _ => {
+                let change = self.on_line(line);
+                if let Some(initial) = self.initial.as_mut() {
+                    match change {
+                        Some(Change::Deleted) => initial.pending = None,
+                        Some(apply) => initial.pending = Some(apply),
+                        None => {}
+                    }
+                }
+                InitialStep::Continue
+            }
+        }
     }
 
     async fn open(&mut self) -> Result<Lines, String> {
@@ -425,7 +624,15 @@ impl Source {
         }
     }
 
+    /// Keeps the resume point; not while a streaming list's initial events come (its bookmark
+    /// keeps it once, as a list does).
     fn persist(&mut self) {
+        if self.initial.is_none() {
+            self.save();
+        }
+    }
+
+    fn save(&mut self) {
         if let Err(e) = self.store.save(&self.saved)
             && !std::mem::replace(&mut self.save_failed, true)
         {
@@ -516,5 +723,36 @@ mod tests {
             assert_eq!(got, want, "{name}");
         }
         assert_eq!(AgentConfig::new("ns", "train", "p").resume, ResumeStore::Off, "in-process agents opt in");
+    }
+
+    #[test]
+    fn watch_list_timeout_setting() {
+        let ten = Some(Duration::from_secs(10));
+        /// The setting, or an error naming the variable.
+        type Want = Result<Option<Duration>, ()>;
+        let cases: [(&str, Option<&str>, Want); 6] = [
+            ("unset: streaming lists, 10s to the bookmark", None, Ok(ten)),
+            ("a duration", Some("500ms"), Ok(Some(Duration::from_millis(500)))),
+            ("plain seconds", Some("3"), Ok(Some(Duration::from_secs(3)))),
+            ("off: list and watch", Some("off"), Ok(None)),
+            ("0: list and watch", Some("0"), Ok(None)),
+            ("not a duration", Some("soon"), Err(())),
+        ];
+        for (name, value, want) in cases {
+            let env = |k: &str| match k {
+                "JOBSET_NAME" => Some("train".to_string()),
+                "POD_NAME" => Some("p".to_string()),
+                "NAMESPACE" => Some("ns".to_string()),
+                "WATCH_LIST_TIMEOUT" => value.map(str::to_string),
+                _ => None,
+            };
+            let got = AgentConfig::from_env(env, std::path::Path::new("/nonexistent"));
+            match (got, want) {
+                (Ok(c), Ok(want)) => assert_eq!(c.watch_list, want, "{name}"),
+                (Err(e), Err(())) => assert!(e.to_string().contains("WATCH_LIST_TIMEOUT"), "{name}: {e}"),
+                (got, want) => panic!("{name}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert_eq!(AgentConfig::new("ns", "train", "p").watch_list, ten, "in-process agents stream too");
     }
 }
