@@ -107,10 +107,20 @@ mod tests {
         let cases: [(&str, u64, &[(u64, Trigger<&str>)], &[(u64, &str)]); 7] = [
             ("one trigger waits a period", 1000, &[(0, B("a"))], &[(1000, "a")]),
             ("a burst for one key is one sync", 1000, &[(0, B("a")), (10, B("a")), (999, B("a"))], &[(1000, "a")]),
-            ("keys wait each on its own", 1000, &[(0, B("a")), (300, B("b")), (400, B("a"))], &[(1000, "a"), (1300, "b")]),
+            (
+                "keys wait each on its own",
+                1000,
+                &[(0, B("a")), (300, B("b")), (400, B("a"))],
+                &[(1000, "a"), (1300, "b")],
+            ),
             ("a trigger after the sync waits again", 1000, &[(0, B("a")), (1500, B("a"))], &[(1000, "a"), (2500, "a")]),
             ("an immediate trigger syncs at once", 1000, &[(0, N("a")), (10, N("a"))], &[(0, "a"), (10, "a")]),
-            ("an immediate trigger leaves the waiting one", 1000, &[(0, B("a")), (10, N("a"))], &[(10, "a"), (1000, "a")]),
+            (
+                "an immediate trigger leaves the waiting one",
+                1000,
+                &[(0, B("a")), (10, N("a"))],
+                &[(10, "a"), (1000, "a")],
+            ),
             ("a zero period passes every trigger at once", 0, &[(0, B("a")), (10, B("a"))], &[(0, "a"), (10, "a")]),
         ];
         for (case, period, sends, want) in cases {

@@ -401,10 +401,12 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
         claims: Mutex::default(),
     });
     let (job_store, writer) = reflector::store::<Job>();
-    let job_triggers = watcher(jobs, watcher::Config::default()).default_backoff().reflect(writer).scan(
-        HashMap::<ObjectRef<Job>, Option<i64>>::new(),
-        |generations, ev| futures::future::ready(Some(futures::stream::iter(job_trigger(generations, ev)))),
-    );
+    let job_triggers = watcher(jobs, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .scan(HashMap::<ObjectRef<Job>, Option<i64>>::new(), |generations, ev| {
+            futures::future::ready(Some(futures::stream::iter(job_trigger(generations, ev))))
+        });
     let store = job_store.clone();
     let pod_triggers =
         pod_events.flat_map(move |p| futures::stream::iter(jobs_of_pod(&store, &p).into_iter().map(Trigger::Batched)));
@@ -561,8 +563,10 @@ mod tests {
     #[test]
     fn a_job_created_deleted_or_respecced_syncs_at_once_and_a_status_update_is_batched() {
         let job = |generation: i64, rv: &str| -> Job {
-            serde_json::from_value(json!({"metadata": {"name": "j", "namespace": "ns", "generation": generation, "resourceVersion": rv}}))
-                .unwrap()
+            serde_json::from_value(
+                json!({"metadata": {"name": "j", "namespace": "ns", "generation": generation, "resourceVersion": rv}}),
+            )
+            .unwrap()
         };
         let r = ObjectRef::<Job>::new("j").within("ns");
         let now = Some(Trigger::Now(r.clone()));
