@@ -104,7 +104,8 @@ mod tests {
     async fn triggers_for_one_key_within_a_period_sync_once_a_period_after_the_first() {
         use Trigger::{Batched as B, Now as N};
         // (case, period, triggers sent (ms, trigger), syncs (ms, key))
-        let cases: [(&str, u64, &[(u64, Trigger<&str>)], &[(u64, &str)]); 7] = [
+        type Case<'a> = (&'a str, u64, &'a [(u64, Trigger<&'a str>)], &'a [(u64, &'a str)]);
+        let cases: [Case; 7] = [
             ("one trigger waits a period", 1000, &[(0, B("a"))], &[(1000, "a")]),
             ("a burst for one key is one sync", 1000, &[(0, B("a")), (10, B("a")), (999, B("a"))], &[(1000, "a")]),
             (

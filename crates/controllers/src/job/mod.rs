@@ -572,7 +572,8 @@ mod tests {
         let now = Some(Trigger::Now(r.clone()));
         let batched = Some(Trigger::Batched(r.clone()));
         // (case, event, trigger), in order on one Job
-        let cases: [(&str, watcher::Event<Job>, Option<Trigger<ObjectRef<Job>>>); 7] = [
+        type Case = (&'static str, watcher::Event<Job>, Option<Trigger<ObjectRef<Job>>>);
+        let cases: [Case; 7] = [
             ("listed at the start", watcher::Event::InitApply(job(1, "1")), now.clone()),
             ("the end of the list", watcher::Event::InitDone, None),
             ("its status written", watcher::Event::Apply(job(1, "2")), batched.clone()),
