@@ -1493,6 +1493,15 @@ mod tests {
     struct Noop;
     impl AdmissionHook for Noop {}
 
+    /// A store of built-in resources holding `pod`, and the pods' definition.
+    fn stored(pod: Value) -> (Arc<ResourceDef>, Store) {
+        let registry = Arc::new(Registry::with_builtins());
+        let def = registry.get("", "v1", "pods").expect("pods are built in");
+        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
+        store.write(|txn| Ok(txn.put(&def, pod))).expect("the pod is stored");
+        (def, store)
+    }
+
     fn pod() -> Value {
         json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -1520,10 +1529,7 @@ mod tests {
         kind: PatchType,
         body: &Value,
     ) -> (std::result::Result<String, String>, bool) {
-        let registry = Arc::new(Registry::with_builtins());
-        let def = registry.get("", "v1", "pods").expect("pods are built in");
-        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
-        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let (def, store) = stored(pod());
         let mut admission = Admission::default();
         if general {
             admission.register("", "Pod", Arc::new(Noop));
@@ -1614,12 +1620,9 @@ mod tests {
         kind: PatchType,
         body: &Value,
     ) -> (std::result::Result<String, String>, bool) {
-        let registry = Arc::new(Registry::with_builtins());
-        let def = registry.get("", "v1", "pods").expect("pods are built in");
-        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
-        let mut stored = pod();
-        stored["status"] = status.clone();
-        store.write(|txn| Ok(txn.put(&def, stored))).expect("the pod is stored");
+        let mut with_status = pod();
+        with_status["status"] = status.clone();
+        let (def, store) = stored(with_status);
         let mut admission = Admission::default();
         if general {
             admission.register("", "Pod", Arc::new(StatusChecked));
@@ -1717,10 +1720,7 @@ mod tests {
 
     #[test]
     fn status_patches_prepared_on_an_object_that_changed_since_are_merged_again_and_both_land() {
-        let registry = Arc::new(Registry::with_builtins());
-        let def = registry.get("", "v1", "pods").expect("pods are built in");
-        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
-        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let (def, store) = stored(pod());
         let admission = Admission::default();
         let ctx = Ctx::new(&admission);
         let prepare = |v: Value| {
@@ -1748,10 +1748,7 @@ mod tests {
     #[test]
     fn concurrent_status_patches_to_one_pod_all_land() {
         const EACH: usize = 50;
-        let registry = Arc::new(Registry::with_builtins());
-        let def = registry.get("", "v1", "pods").expect("pods are built in");
-        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
-        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let (def, store) = stored(pod());
         let admission = Admission::default();
         std::thread::scope(|s| {
             for writer in ["a", "b"] {
@@ -1901,10 +1898,7 @@ mod tests {
 
     #[test]
     fn a_patch_prepared_on_an_object_that_changed_since_is_merged_again() {
-        let registry = Arc::new(Registry::with_builtins());
-        let def = registry.get("", "v1", "pods").expect("pods are built in");
-        let store = Store::open(Box::new(Memory), registry, StoreConfig::default()).expect("a store");
-        store.write(|txn| Ok(txn.put(&def, pod()))).expect("the pod is stored");
+        let (def, store) = stored(pod());
         let admission = Admission::default();
         let ctx = Ctx::new(&admission);
         let run = |body: PatchBody| {
