@@ -13,6 +13,7 @@ use nix::sys::resource::{UsageWho, getrusage};
 use anyhow::Context;
 
 mod appwrapper;
+mod compare;
 mod crd;
 mod in_place;
 mod manager;
@@ -29,6 +30,19 @@ use tower::ServiceExt;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// Another `jobset bench` of a baseline commit and of this binary, run in turn on this
+    /// machine, with every figure's medians side by side and head / base. Run it from the tree to
+    /// measure: `cargo run --release -p jobset-cli -- bench compare BASE -- in-place --pods 5000`.
+    Compare {
+        /// The baseline commit (any git revision); built once under `target/bench-compare/`.
+        base: String,
+        /// Runs of each, in turn (base, head, base, head, …).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// The bench and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        args: Vec<String>,
+    },
     /// API server: create throughput, watch fan-out delay, memory, durable writes.
     Apiserver {
         /// Pods to create in memory.
@@ -239,6 +253,9 @@ impl Limits {
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
+        BenchCommand::Compare { base, runs, args } => {
+            tokio::task::spawn_blocking(move || compare::run(&base, runs, &args)).await?
+        }
         BenchCommand::Apiserver { pods, watchers, durable_pods, concurrency } => {
             apiserver(pods, watchers, durable_pods, concurrency).await
         }
