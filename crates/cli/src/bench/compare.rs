@@ -42,10 +42,14 @@ pub fn tables(text: &str) -> Vec<Table> {
     out
 }
 
+/// A cell split after the digits it starts with: (`3.30`, ` s`).
+fn split_number(cell: &str) -> (&str, &str) {
+    cell.split_at(cell.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(cell.len()))
+}
+
 /// The number a cell starts with (`3.30 s`, `20063 (watch …)`, `3.2×`); `None` for `-` or text.
 pub fn leading_number(cell: &str) -> Option<f64> {
-    let end = cell.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(cell.len());
-    cell[..end].parse().ok()
+    split_number(cell).0.parse().ok()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -78,8 +82,7 @@ fn compare_cell(base: &[&str], head: &[&str]) -> String {
 /// The unit after a cell's number (` s`, ` MB`, `×`), kept on the medians; longer text (a
 /// breakdown in parentheses) is not.
 fn unit(cell: &str) -> &str {
-    let end = cell.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(cell.len());
-    let rest = &cell[end..];
+    let rest = split_number(cell).1;
     if rest.trim().chars().count() <= 2 && !rest.contains('(') { rest } else { "" }
 }
 
