@@ -583,7 +583,10 @@ impl Source {
             "ADDED" | "MODIFIED" => match serde_json::from_str::<JobSetView>(parsed.object.get()) {
                 Ok(js) => {
                     self.saved.resource_version = js.metadata.resource_version.clone().unwrap_or_default();
-                    self.saved.object = Some(parsed.object.get().to_owned());
+                    // Only a store reads it back (at the next agent's start): without one, every
+                    // agent copying every JobSet event was waste.
+                    self.saved.object =
+                        (!matches!(self.store, ResumeStore::Off)).then(|| parsed.object.get().to_owned());
                     self.persist();
                     Some(Change::Apply(Box::new(js)))
                 }
