@@ -171,6 +171,9 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
                 let process = ProcessConfig {
                     service_account: Some(service_account),
                     images: images(),
+                    // With a data dir the cluster's state survives `jobset up`: so do its
+                    // containers, adopted by the next `up` on the same dir.
+                    outlive_agent: opts.data_dir.is_some(),
                     ..ProcessConfig::default()
                 };
                 local.runtime = jobset_local::RuntimeKind::Process(process);

@@ -267,6 +267,8 @@ async fn watch_pods(ctx: Arc<NodeContext>, mut stream: PodEvents, mut shutdown: 
                 Some(watcher::Event::InitDone) => {
                     if let Some(l) = listed.take() {
                         workers.retain(|uid, _| l.contains(uid));
+                        // Containers a previous agent left for pods deleted since are killed.
+                        ctx.runtime.sweep(&ctx.node.name, &l);
                     }
                 }
             },

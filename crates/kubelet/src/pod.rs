@@ -523,6 +523,11 @@ impl PodMachine {
         if c.init { &mut self.init[c.index] } else { &mut self.containers[c.index] }
     }
 
+    /// The first container whose run matches.
+    pub fn refs_of(&self, f: impl Fn(&ContainerRun) -> bool) -> Option<CRef> {
+        self.refs().find(|c| f(self.container(*c)))
+    }
+
     fn refs(&self) -> impl Iterator<Item = CRef> + use<> {
         let (i, r) = (self.init.len(), self.containers.len());
         (0..i).map(CRef::init).chain((0..r).map(CRef::regular))
@@ -1026,19 +1031,106 @@ fn from_api_termination(t: &ContainerStateTerminated, at: Timestamp) -> Terminat
     }
 }
 
+/// What the agent makes of an unfinished pod it finds when it starts (an agent restart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing had started: the pod is started normally.
+    Fresh,
+    /// Containers had started and are gone with the old agent: the pod is Failed.
+    Lost(PodMachine),
+    /// The pod runs on: every container its status shows running is still held by the runtime
+    /// (adopted, see [`crate::Runtime::adopt`]).
+    Adopted(PodMachine),
+}
+
 impl PodMachine {
-    /// A pod found unfinished when the agent starts (an agent restart): if its status shows that
-    /// containers had started (a containerID, a running or terminated state, or phase Running),
-    /// their processes are gone with the old agent, so the pod is Failed: each container that was
-    /// running is terminated with exit code 137, reason `ContainerStatusUnknown` (kubelet's words);
-    /// containers that had already terminated keep that termination (a container waiting to
-    /// restart gets its last one). `None`: nothing had started, the pod is started normally.
+    /// A pod found unfinished when the agent starts; `kept` are the IDs of the containers the
+    /// runtime still holds (running, or ended with a known exit status).
+    ///
+    /// - The pod was initialized (condition `Initialized`), is not restarting all its
+    ///   containers, and each of its containers the status shows running is in `kept`:
+    ///   [`Found::Adopted`]. Those containers run on (their ready and started flags as last
+    ///   reported; the prober takes over); terminated ones keep their termination; one waiting
+    ///   to restart (a last termination, nothing running) restarts at once.
+    /// - Otherwise, if its status shows that containers had started (a containerID, a running
+    ///   or terminated state, or phase Running), their processes are gone, so the pod is
+    ///   [`Found::Lost`], Failed: each container that was running is terminated with exit code
+    ///   137, reason `ContainerStatusUnknown` (kubelet's words); containers that had already
+    ///   terminated keep that termination (a container waiting to restart gets its last one).
+    /// - Else [`Found::Fresh`].
+    ///
+    /// A pod caught while initializing is not adopted (it is Lost): init containers are short,
+    /// and their order would have to be rebuilt.
     pub fn after_agent_restart(
         spec: PodSpecSummary,
         backoff: Backoff,
         status: &PodStatus,
         at: Timestamp,
+        kept: &std::collections::HashSet<String>,
+    ) -> Found {
+        if let Some(m) = Self::adopted(spec.clone(), backoff, status, at, kept) {
+            return Found::Adopted(m);
+        }
+        match Self::lost(spec, backoff, status, at) {
+            Some(m) => Found::Lost(m),
+            None => Found::Fresh,
+        }
+    }
+
+    fn adopted(
+        spec: PodSpecSummary,
+        backoff: Backoff,
+        status: &PodStatus,
+        at: Timestamp,
+        kept: &std::collections::HashSet<String>,
     ) -> Option<PodMachine> {
+        let condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True");
+        if kept.is_empty() || !condition("Initialized") || condition(ALL_RESTARTING) {
+            return None;
+        }
+        let mut m = PodMachine::new(spec, backoff);
+        let groups = [(&mut m.init, &status.init_container_statuses), (&mut m.containers, &status.container_statuses)];
+        for (runs, statuses) in groups {
+            for run in runs.iter_mut() {
+                let cs = statuses.iter().flatten().find(|s| s.name == run.spec.name)?;
+                let state = cs.state.clone().unwrap_or_default();
+                run.restart_count = cs.restart_count.max(0) as u32;
+                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
+                run.last =
+                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                run.started_once = cs.started == Some(true) || run.spec.kind == ContainerKind::Sidecar;
+                run.state = if let Some(t) = &state.terminated {
+                    CState::Terminated(from_api_termination(t, at))
+                } else if let Some(r) = &state.running {
+                    if !run.container_id.as_ref().is_some_and(|id| kept.contains(id)) {
+                        return None;
+                    }
+                    CState::Running {
+                        started_at: r.started_at.as_ref().map(|t| t.0).unwrap_or(at),
+                        ready: true,
+                        stopping: false,
+                        post_started: true,
+                        startup_ok: cs.started == Some(true),
+                        probe_ready: cs.ready || !run.spec.probes.readiness,
+                    }
+                } else if run.last.is_some() {
+                    CState::BackOff { until: at, delay: Duration::ZERO }
+                } else {
+                    return None;
+                };
+                if run.spec.kind == ContainerKind::Init && !run.succeeded() {
+                    return None;
+                }
+            }
+        }
+        m.stage = Stage::Running;
+        m.initialized = true;
+        m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
+        Some(m)
+    }
+
+    /// See [`PodMachine::after_agent_restart`]: `None` when nothing had started.
+    fn lost(spec: PodSpecSummary, backoff: Backoff, status: &PodStatus, at: Timestamp) -> Option<PodMachine> {
         let mut m = PodMachine::new(spec, backoff);
         let mut had_started = status.phase.as_deref() == Some("Running");
         let groups = [(&mut m.init, &status.init_container_statuses), (&mut m.containers, &status.container_statuses)];
@@ -2002,6 +2094,121 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_whose_running_containers_the_runtime_kept_is_adopted_else_lost() {
+        let s = |v: serde_json::Value| -> PodStatus { serde_json::from_value(v).unwrap() };
+        let spec_ = PodSpecSummary {
+            restart_policy: RestartPolicy::Never,
+            init: vec![spec("agent", Sidecar)],
+            containers: vec![spec("main", Regular)],
+            active_deadline: None,
+        };
+        let backoff =
+            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let cs = |name: &str, id: &str, rc: i32, state: serde_json::Value, last: serde_json::Value| {
+            serde_json::json!({"name": name, "image": "", "imageID": "", "ready": true, "started": true,
+                "restartCount": rc, "containerID": id, "state": state, "lastState": last})
+        };
+        let running = serde_json::json!({"running": {"startedAt": "2024-01-01T00:00:00Z"}});
+        let failed = serde_json::json!({"terminated": {"exitCode": 3, "reason": "Error"}});
+        let none = serde_json::json!({});
+        let initialized = serde_json::json!([{"type": "Initialized", "status": "True"}]);
+        let status = |conditions: &serde_json::Value, agent: serde_json::Value, main: serde_json::Value| {
+            s(serde_json::json!({"phase": "Running", "conditions": conditions,
+                "initContainerStatuses": [agent], "containerStatuses": [main]}))
+        };
+        let kept = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<std::collections::HashSet<_>>();
+        let both_running = status(
+            &initialized,
+            cs("agent", "process://1-1", 0, running.clone(), none.clone()),
+            cs("main", "process://2-2", 1, running.clone(), failed.clone()),
+        );
+        // (behaviour, status, kept, adopted?)
+        let cases = [
+            (
+                "every_running_container_kept_is_adopted",
+                both_running.clone(),
+                kept(&["process://1-1", "process://2-2"]),
+                true,
+            ),
+            ("a_running_container_not_kept_loses_the_pod", both_running.clone(), kept(&["process://1-1"]), false),
+            (
+                "a_pod_still_initializing_is_not_adopted",
+                status(
+                    &serde_json::json!([{"type": "Initialized", "status": "False"}]),
+                    cs("agent", "process://1-1", 0, running.clone(), none.clone()),
+                    serde_json::json!({"name": "main", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                        "state": {"waiting": {"reason": "PodInitializing"}}}),
+                ),
+                kept(&["process://1-1"]),
+                false,
+            ),
+            (
+                "a_pod_restarting_all_its_containers_is_not_adopted",
+                status(
+                    &serde_json::json!([{"type": "Initialized", "status": "True"}, {"type": ALL_RESTARTING, "status": "True"}]),
+                    cs("agent", "process://1-1", 0, running.clone(), none.clone()),
+                    cs("main", "process://2-2", 1, running.clone(), none.clone()),
+                ),
+                kept(&["process://1-1", "process://2-2"]),
+                false,
+            ),
+        ];
+        for (name, status, kept, adopted) in cases {
+            match PodMachine::after_agent_restart(spec_.clone(), backoff, &status, t(100), &kept) {
+                Found::Adopted(m) => {
+                    assert!(adopted, "{name}: adopted");
+                    assert_eq!(m.stage, Stage::Running, "{name}");
+                    let main = m.container(MAIN);
+                    assert!(matches!(main.state, CState::Running { startup_ok: true, .. }), "{name}: {main:?}");
+                    assert_eq!(
+                        (main.restart_count, main.container_id.as_deref()),
+                        (1, Some("process://2-2")),
+                        "{name}"
+                    );
+                    assert_eq!(main.last.as_ref().map(|l| l.exit_code), Some(3), "{name}");
+                    let out = m.status(&placement(), &mut ConditionClock::default(), t(100));
+                    assert_eq!(out.phase.as_deref(), Some("Running"), "{name}");
+                    // An exit while no agent watched is handled as any exit: main (Never) ends the pod.
+                    let (m, _) = run(m, vec![exited(MAIN, 1, 7, 101)]);
+                    assert_eq!(terminated_code(&m, MAIN), Some((7, "Error".into())), "{name}");
+                    assert_eq!(m.stage, Stage::Failed, "{name}");
+                }
+                Found::Lost(m) => {
+                    assert!(!adopted, "{name}: lost");
+                    assert_eq!(m.stage, Stage::Failed, "{name}");
+                }
+                Found::Fresh => panic!("{name}: fresh"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_adopted_container_that_was_waiting_to_restart_restarts_at_once() {
+        let spec_ = PodSpecSummary {
+            restart_policy: RestartPolicy::Always,
+            init: vec![],
+            containers: vec![spec("main", Regular)],
+            active_deadline: None,
+        };
+        let backoff =
+            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let status: PodStatus = serde_json::from_value(serde_json::json!({"phase": "Running",
+            "conditions": [{"type": "Initialized", "status": "True"}],
+            "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": false, "restartCount": 2,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "containerID": "process://9-9"}}}]}))
+        .unwrap();
+        let kept = ["process://9-9".to_string()].into_iter().collect();
+        let Found::Adopted(m) = PodMachine::after_agent_restart(spec_, backoff, &status, t(100), &kept) else {
+            panic!("adopted")
+        };
+        assert_eq!(m.next_wakeup(), Some(t(100)));
+        let (m, fx) = run(m, vec![Event::Tick { at: t(100) }]);
+        assert!(fx.contains(&Start(MAIN)), "{fx:?}");
+        assert_eq!(m.container(MAIN).restart_count, 3);
+    }
+
+    #[test]
     fn after_agent_restart_table() {
         let s = |v: serde_json::Value| -> PodStatus { serde_json::from_value(v).unwrap() };
         let spec_ = PodSpecSummary {
@@ -2041,7 +2248,12 @@ mod tests {
             ),
         ];
         for (name, status, want) in cases {
-            let m = PodMachine::after_agent_restart(spec_.clone(), backoff, &status, t(100));
+            let m = match PodMachine::after_agent_restart(spec_.clone(), backoff, &status, t(100), &Default::default())
+            {
+                Found::Fresh => None,
+                Found::Lost(m) => Some(m),
+                Found::Adopted(m) => panic!("{name}: adopted with nothing kept: {m:?}"),
+            };
             match (m, want) {
                 (None, None) => {}
                 (Some(m), Some((code, reason, rc))) => {

@@ -30,9 +30,11 @@ use tokio::task::AbortHandle;
 
 use crate::NodeContext;
 use crate::node::FIELD_MANAGER;
-use crate::pod::{Backoff, CRef, ConditionClock, Effect, Event, Placement, PodMachine, PodSpecSummary, step};
+use crate::pod::{
+    Backoff, CRef, CState, ConditionClock, Effect, Event, Found, Placement, PodMachine, PodSpecSummary, step,
+};
 use crate::probe::{Action, ContainerProbes, Target};
-use crate::runtime::{ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
+use crate::runtime::{Adopted, ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
 
 type Exit = BoxFuture<'static, (CRef, u32, ExitStatus)>;
 
@@ -260,18 +262,50 @@ impl Worker {
         };
         match self.ctx.runtime.start(req).await {
             Ok(started) => {
-                let exit = started.exit;
-                self.exits.push(async move { (c, restart_count, exit.await) }.boxed());
-                self.stop_probes(c);
-                if !probes.is_empty() {
-                    let target = self.target(c, started.id.0.clone());
-                    let began = tokio::time::Instant::now();
-                    let task = crate::probe::supervise(target, probes, c, restart_count, began, self.probe_tx.clone());
-                    self.probers.insert(c, (restart_count, tokio::spawn(task).abort_handle()));
-                }
+                self.follow(c, restart_count, &started.id, started.exit, probes, tokio::time::Instant::now());
                 Event::Started { c, restart_count, id: started.id.0, ready: started.ready, at: Timestamp::now() }
             }
             Err(e) => Event::StartFailed { c, restart_count, message: e.0, at: Timestamp::now() },
+        }
+    }
+
+    /// Follows a run: its exit, and its hooks and probes (a prober task; `began` is when the
+    /// container started, for initial delays).
+    fn follow(
+        &mut self,
+        c: CRef,
+        restart_count: u32,
+        id: &ContainerId,
+        exit: BoxFuture<'static, ExitStatus>,
+        probes: ContainerProbes,
+        began: tokio::time::Instant,
+    ) {
+        self.exits.push(async move { (c, restart_count, exit.await) }.boxed());
+        self.stop_probes(c);
+        if !probes.is_empty() {
+            let target = self.target(c, id.0.clone());
+            let task = crate::probe::supervise(target, probes, c, restart_count, began, self.probe_tx.clone());
+            self.probers.insert(c, (restart_count, tokio::spawn(task).abort_handle()));
+        }
+    }
+
+    /// Takes over the runs a previous agent left running (the machine shows them Running with
+    /// their IDs); their postStart hooks already ran. Runs that do not match are dropped, which
+    /// kills them.
+    fn follow_adopted(&mut self, adopted: Vec<Adopted>) {
+        for a in adopted {
+            let m = self.machine();
+            let Some(c) = m.refs_of(|run| run.container_id.as_deref() == Some(a.id.0.as_str())) else { continue };
+            let run = m.container(c);
+            if !matches!(run.state, CState::Running { .. }) || run.restart_count != a.restart_count {
+                continue;
+            }
+            let mut probes = ContainerProbes::of(&self.container_spec(c));
+            probes.post_start = None;
+            let age = Timestamp::now().duration_since(a.started_at);
+            let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+            let now = tokio::time::Instant::now();
+            self.follow(c, a.restart_count, &a.id, a.exit, probes, now.checked_sub(age).unwrap_or(now));
         }
     }
 
@@ -386,15 +420,19 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     let spec = PodSpecSummary::of(&pod);
     let phase = status.phase.as_deref();
     let finished = matches!(phase, Some("Succeeded" | "Failed"));
-    let lost =
-        if finished { None } else { PodMachine::after_agent_restart(spec.clone(), backoff, &status, Timestamp::now()) };
-    let was_lost = lost.is_some();
-    let machine = if finished {
-        PodMachine::finished(spec, backoff, phase == Some("Succeeded"))
-    } else if let Some(m) = lost {
-        m
+    let adopted = if finished { Vec::new() } else { ctx.runtime.adopt(&placement.uid) };
+    let kept: HashSet<String> = adopted.iter().map(|a| a.id.0.clone()).collect();
+    let found = if finished {
+        Found::Fresh
     } else {
-        PodMachine::new(spec, backoff)
+        PodMachine::after_agent_restart(spec.clone(), backoff, &status, Timestamp::now(), &kept)
+    };
+    let was_lost = matches!(found, Found::Lost(_));
+    let was_adopted = matches!(found, Found::Adopted(_));
+    let machine = match found {
+        _ if finished => PodMachine::finished(spec, backoff, phase == Some("Succeeded")),
+        Found::Lost(m) | Found::Adopted(m) => m,
+        Found::Fresh => PodMachine::new(spec, backoff),
     };
     let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
     let mut w = Worker {
@@ -420,12 +458,21 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     if was_lost {
         tracing::info!(pod = %w.placement.name, "the pod's containers are gone after an agent restart: failing it");
     }
+    if was_adopted {
+        tracing::info!(pod = %w.placement.name, "adopting the pod's containers after an agent restart");
+        w.follow_adopted(adopted);
+    } else {
+        // Containers kept for a pod that is not adopted are killed.
+        drop(adopted);
+    }
     if !finished && !was_lost && !deleting(&pod) {
         match crate::resources::fetch(&ctx.client, &pod).await {
             Ok(r) => w.resources = Arc::new(r),
             Err(e) => tracing::warn!(pod = %w.placement.name, error = %e, "reading the pod's ConfigMaps and Secrets"),
         }
-        w.handle(Event::Admit { at: Timestamp::now() }).await;
+        if !was_adopted {
+            w.handle(Event::Admit { at: Timestamp::now() }).await;
+        }
     }
     if deleting(&pod) {
         w.handle(Event::Delete { at: Timestamp::now() }).await;

@@ -260,6 +260,57 @@ async fn dropping_the_exit_future_kills_the_container() {
     eventually("the abandoned container to be gone", || (gone(pid) && rt.running() == 0).then_some(())).await;
 }
 
+/// A runtime whose containers outlive it, and the next one on the same state directory: the
+/// first agent "crashes" (its runtime is leaked, its tokio runtime stopped, nothing dropped), the
+/// second adopts the container of a pod it still has and sweeps the one of a pod gone meanwhile.
+#[test]
+fn containers_outlive_a_crashed_runtime_and_the_next_adopts_or_sweeps_them() {
+    let state = tempfile::tempdir().unwrap();
+    let config =
+        ProcessConfig { state_dir: Some(state.path().to_path_buf()), outlive_agent: true, ..ProcessConfig::default() };
+    let first = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (kept, swept) = first.block_on(async {
+        let rt = ProcessRuntime::new(config.clone());
+        let mut out = Vec::new();
+        for (name, uid) in [("keep", "u-keep"), ("gone", "u-gone")] {
+            let req = request_in(
+                &pod_with(name, uid, json!({})),
+                sh("sleep 100"),
+                "127.1.0.1",
+                PodResources::default(),
+                None,
+            );
+            let started = tokio::time::timeout(TIMEOUT, rt.start(req)).await.unwrap().unwrap();
+            out.push((started.id.clone(), rt.pid(&started.id).unwrap()));
+            std::mem::forget(started);
+        }
+        std::mem::forget(rt);
+        (out[0].clone(), out[1].clone())
+    });
+    first.shutdown_background();
+    assert!(!gone(kept.1) && !gone(swept.1), "the containers outlive their agent");
+
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let rt = ProcessRuntime::new(config);
+        let mut adopted = rt.adopt("u-keep");
+        assert_eq!(adopted.len(), 1, "{adopted:?}");
+        let a = adopted.remove(0);
+        assert_eq!((&a.id, a.container.as_str(), a.restart_count), (&kept.0, "main", 0));
+        assert!(rt.adopt("u-keep").is_empty(), "a container is handed over once");
+        rt.sweep("n1", &["u-keep".to_string()].into());
+        eventually("the container of the pod gone meanwhile to be killed", || gone(swept.1).then_some(())).await;
+        assert!(!gone(kept.1), "the adopted container runs on");
+        assert!(!state.path().join("containers").join("u-gone").exists(), "the swept pod's records are removed");
+        // The adopted container is the runtime's like any other: kill it, get its exit.
+        rt.kill(&a.id, Duration::from_secs(5));
+        assert_eq!(exit_of(a.exit).await.exit_code, 143);
+    });
+}
+
+async fn exit_of(exit: futures::future::BoxFuture<'static, ExitStatus>) -> ExitStatus {
+    tokio::time::timeout(TIMEOUT, exit).await.expect("the container exits in time")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commands_come_from_the_spec_or_the_image_mapping() {
     let images = BTreeMap::from([("busybox:1.36".to_string(), vec!["sh".to_string(), "-c".to_string()])]);

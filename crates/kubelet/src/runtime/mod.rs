@@ -7,6 +7,7 @@
 
 pub mod process;
 pub mod sandbox;
+mod shim;
 pub mod simulated;
 pub mod volumes;
 
@@ -78,7 +79,8 @@ impl std::fmt::Display for ContainerId {
 }
 
 /// How a container run ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ExitStatus {
     pub exit_code: i32,
     /// `terminated.reason`; `None` lets the agent say `Completed` (code 0) or `Error`.
@@ -106,6 +108,30 @@ pub struct Started {
 impl std::fmt::Debug for Started {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Started").field("id", &self.id).field("ready", &self.ready).finish_non_exhaustive()
+    }
+}
+
+/// A container that outlived the agent that started it, handed to the next one
+/// ([`Runtime::adopt`]).
+pub struct Adopted {
+    pub id: ContainerId,
+    /// The container's name in its pod.
+    pub container: String,
+    /// The run's `restartCount`.
+    pub restart_count: u32,
+    pub started_at: jiff::Timestamp,
+    /// Resolves when it ends; at once, with its real exit status, if it ended while no agent
+    /// watched. Dropping it kills the container.
+    pub exit: BoxFuture<'static, ExitStatus>,
+}
+
+impl std::fmt::Debug for Adopted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adopted")
+            .field("id", &self.id)
+            .field("container", &self.container)
+            .field("restart_count", &self.restart_count)
+            .finish_non_exhaustive()
     }
 }
 
@@ -161,6 +187,16 @@ pub trait Runtime: Send + Sync + 'static {
     fn pod_ip(&self) -> String {
         crate::next_pod_ip()
     }
+
+    /// The containers of pod `uid` that outlived the previous agent (kept running by their
+    /// supervisors), handed over once. Called when the agent takes the pod on after a start.
+    fn adopt(&self, _uid: &str) -> Vec<Adopted> {
+        Vec::new()
+    }
+
+    /// The agent of `node` has listed its pods (`uids`): containers kept from a previous agent
+    /// for any other pod of that node (deleted meanwhile) are killed and forgotten.
+    fn sweep(&self, _node: &str, _uids: &std::collections::HashSet<String>) {}
 
     /// The pod is gone from the node: release what the runtime keeps for it (sandbox
     /// directories). Its containers have been stopped before.

@@ -46,26 +46,41 @@
 //!
 //! # Processes, signals and logs
 //!
-//! Each container is its own process group (its id is the intermediate process's pid), created
-//! with a parent-death signal (SIGKILL) and `kill_on_drop`. When the main process ends, what is
-//! left of the container is killed. [`Runtime::kill`] sends SIGTERM to the group, then SIGKILL
-//! after the grace period. Dropping the exit future or the runtime kills the group.
-//! stdout and stderr are appended, line by line, to the run's CRI log file, rotated to
-//! `<n>.log.<timestamp>` past [`ProcessConfig::log_max_bytes`].
+//! Each container runs under a supervisor of its own ([`super::shim`]: this executable run again,
+//! spawned with `posix_spawn`, so that nothing copies the agent's memory). The supervisor forks
+//! the container (its process tree in [`super::sandbox`]), holds its stdout and stderr, which it
+//! appends line by line to the run's CRI log file (rotated to `<n>.log.<timestamp>` past
+//! [`ProcessConfig::log_max_bytes`]), and writes its exit status to
+//! `<state_dir>/containers/<pod uid>/<n>.exit` when it ends. The agent records each run beside it
+//! (`<n>.json`: pids, the supervisor's start time, what the container runs) and follows the
+//! supervisor until it exits.
+//!
+//! Each container is its own process group (its id is the intermediate process's pid). When the
+//! main process ends, what is left of the container is killed. [`Runtime::kill`] sends SIGTERM
+//! to the group, then SIGKILL after the grace period. Dropping the exit future or the runtime
+//! kills the group; so does a pod's removal.
+//!
+//! Without [`ProcessConfig::outlive_agent`] the supervisor has a parent-death signal (SIGKILL),
+//! so containers die with the agent. With it, they outlive a `kill -9` of the agent, and a new
+//! runtime on the same state directory finds them: a supervisor still running (checked by pid
+//! and start time, then followed through a pidfd) is adopted with its container
+//! ([`Runtime::adopt`]); a container that ended meanwhile reports the exit status its supervisor
+//! wrote; one whose supervisor was killed reports exit code 137. Containers of pods that are no
+//! longer on the node are killed ([`Runtime::sweep`]).
 //!
 //! The container ID is `process://<pid>-<n>`: `<pid>` is the host pid of the process running
 //! the container's command (the one whose namespaces [`Runtime::exec`] and
-//! [`sandbox::exec_command`] join), `<n>` numbers the runs of this runtime. A command run in a
-//! container joins its mount and UTS namespaces, with the container's environment and working
-//! directory; it stays in the host's PID namespace (it is not killed with the container).
+//! [`sandbox::exec_command`] join), `<n>` numbers the runs of the state directory. A command run
+//! in a container joins its mount and UTS namespaces, with the container's environment and
+//! working directory; it stays in the host's PID namespace (it is not killed with the container).
 //!
 //! Processes are spawned from one dedicated thread per runtime: the parent-death signal fires
-//! when the *thread* that forked the child ends, and tokio's blocking threads come and go.
+//! when the *thread* that spawned the child ends, and tokio's blocking threads come and go.
 //!
 //! Not covered yet: `stopSignal`, resources (cgroups), user and security contexts, network
 //! isolation, partial (`P`) log lines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -83,15 +98,16 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::sandbox::{self, BindMount, ChildSetup, Namespaces};
+use super::sandbox::{self, Bind, Namespaces, SandboxPlan};
+use super::shim::{self, LogSpec, SHIM_ENV, ShimReport, ShimSpec};
 use super::volumes::{self, Dirs, Mount, VolumePlan};
 use super::{
-    ContainerId, ExecOutput, ExitStatus, PodResources, Runtime, RuntimeError, StartRequest, Started, cri_line,
+    Adopted, ContainerId, ExecOutput, ExitStatus, PodResources, Runtime, RuntimeError, StartRequest, Started, cri_line,
 };
 
 /// How long the log of a finished container may take to drain (a descendant that escaped its
 /// group may hold the pipes open).
-const LOG_DRAIN: Duration = Duration::from_secs(2);
+pub(super) const LOG_DRAIN: Duration = Duration::from_secs(2);
 
 /// Used when the agent has no `PATH`.
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -123,6 +139,12 @@ pub struct ProcessConfig {
     /// `KUBERNETES_SERVICE_HOST`/`_PORT`, unless the pod sets `automountServiceAccountToken:
     /// false` or mounts something there itself. `None`: pods get no identity.
     pub service_account: Option<ServiceAccountSource>,
+    /// Containers outlive the agent (default `false`): a `kill -9` or an upgrade of the agent
+    /// leaves them running under their supervisors ([`super::shim`]), and a runtime created on
+    /// the same [`state_dir`](ProcessConfig::state_dir) adopts them ([`Runtime::adopt`]),
+    /// including the exit status of those that ended meanwhile. For an agent whose API state
+    /// survives it (`jobset up --data-dir`). Otherwise containers die with the agent.
+    pub outlive_agent: bool,
 }
 
 /// Where Kubernetes mounts a pod's service-account credentials (what in-cluster clients read).
@@ -200,12 +222,13 @@ impl Default for ProcessConfig {
             log_max_bytes: 10 << 20,
             log_max_files: 5,
             service_account: None,
+            outlive_agent: false,
         }
     }
 }
 
 /// What a container run executes: the outcome of the pod spec, the image mapping and the pod.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Plan {
     pub argv: Vec<String>,
     pub env: BTreeMap<String, String>,
@@ -447,12 +470,15 @@ fn plan_env_for_subpaths(req: &StartRequest, sources: &Sources<'_>) -> BTreeMap<
     env
 }
 
-/// `<state_dir>/pods/<uid>` (the pod's name when it has no uid).
+/// A pod's directory name: its uid (its name when it has no usable uid).
+fn pod_key(pod: &Pod) -> String {
+    let uid = pod.metadata.uid.as_deref().filter(|u| !u.is_empty() && !u.contains('/') && *u != "." && *u != "..");
+    uid.map(str::to_string).unwrap_or_else(|| format!("name-{}", pod.metadata.name.as_deref().unwrap_or("pod")))
+}
+
+/// `<state_dir>/pods/<pod key>`.
 fn sandbox_dir(state_dir: &Path, pod: &Pod) -> PathBuf {
-    let uid = pod.metadata.uid.as_deref().filter(|u| !u.is_empty() && !u.contains('/'));
-    let key =
-        uid.map(str::to_string).unwrap_or_else(|| format!("name-{}", pod.metadata.name.as_deref().unwrap_or("pod")));
-    state_dir.join("pods").join(key)
+    state_dir.join("pods").join(pod_key(pod))
 }
 
 static NEXT_LOOPBACK: AtomicU32 = AtomicU32::new(0);
@@ -507,6 +533,124 @@ impl Drop for Forget {
     }
 }
 
+/// What one container run left in the state directory (`<state_dir>/containers/<pod>/<n>.json`,
+/// beside the supervisor's `<n>.exit`): how a later agent finds, checks and adopts it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerRecord {
+    id: String,
+    /// The run's number in its runtime (the `<n>` of the ID and the file names).
+    n: u64,
+    node: String,
+    pod_uid: String,
+    container: String,
+    restart_count: u32,
+    started_at: jiff::Timestamp,
+    shim_pid: u32,
+    /// The supervisor's start time (field 22 of `/proc/<pid>/stat`): a process with a reused
+    /// pid is not it.
+    shim_start: u64,
+    pgid: u32,
+    pid: u32,
+    plan: Plan,
+}
+
+/// The supervisor of a container: our child, or adopted from a previous agent (a pidfd, which
+/// becomes readable when the process ends).
+enum Shim {
+    Child(tokio::process::Child),
+    Adopted(tokio::io::unix::AsyncFd<OwnedFd>),
+}
+
+impl Shim {
+    async fn wait(&mut self) {
+        match self {
+            Shim::Child(c) => {
+                let _ = c.wait().await;
+            }
+            Shim::Adopted(fd) => {
+                let _ = fd.readable().await;
+            }
+        }
+    }
+}
+
+/// A container found in the state directory when the runtime started, until it is adopted.
+struct Kept {
+    record: ContainerRecord,
+    /// Its supervisor (a pidfd), while it runs.
+    running: Option<OwnedFd>,
+    exit_file: PathBuf,
+}
+
+/// `pidfd_open(2)`: a descriptor of process `pid` that cannot name another process later.
+fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the system call returns a new descriptor that we own, or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, pid as nix::libc::pid_t, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned to us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The containers of the previous agents on `state_dir`: what their records say, with the
+/// supervisors still running opened as pidfds. Unreadable records are skipped (logged).
+fn kept_containers(state_dir: &Path) -> Vec<Kept> {
+    let mut out = Vec::new();
+    let Ok(pods) = std::fs::read_dir(containers_dir(state_dir)) else { return out };
+    for pod in pods.flatten() {
+        let Ok(files) = std::fs::read_dir(pod.path()) else { continue };
+        for f in files.flatten() {
+            let path = f.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let record = match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<ContainerRecord>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "skipping an unreadable container record");
+                    continue;
+                }
+            };
+            let exit_file = path.with_extension("exit");
+            let running = if exit_file.exists() {
+                None
+            } else {
+                pidfd_open(record.shim_pid).ok().filter(|_| process_start(record.shim_pid) == Some(record.shim_start))
+            };
+            out.push(Kept { record, running, exit_file });
+        }
+    }
+    out
+}
+
+/// `<state_dir>/containers`: the records of container runs, by pod.
+fn containers_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("containers")
+}
+
+/// What a container whose supervisor ended without an exit status (killed) reports.
+fn lost_exit() -> ExitStatus {
+    ExitStatus {
+        exit_code: 137,
+        reason: Some("Unknown".into()),
+        message: Some("the container's supervisor ended without recording its exit".into()),
+        finished_at: jiff::Timestamp::now(),
+    }
+}
+
 type Spawned = (std::io::Result<tokio::process::Child>, Vec<u8>);
 
 /// A spawn request for the spawner thread.
@@ -526,6 +670,8 @@ pub struct ProcessRuntime {
     running: Running,
     spawner: Mutex<Option<std::sync::mpsc::Sender<Spawn>>>,
     next_id: AtomicU64,
+    /// Containers of previous agents not adopted yet, by pod uid.
+    kept: Mutex<HashMap<String, Vec<Kept>>>,
     /// The state directory when the config has none (dropped last).
     _temp: Option<tempfile::TempDir>,
 }
@@ -589,13 +735,22 @@ impl ProcessRuntime {
                 (t.path().to_path_buf(), Some(t))
             }
         };
+        let mut kept: HashMap<String, Vec<Kept>> = HashMap::new();
+        if config.outlive_agent {
+            for k in kept_containers(&state_dir) {
+                kept.entry(k.record.pod_uid.clone()).or_default().push(k);
+            }
+        }
+        // Run numbers go on from the kept ones: IDs and file names stay unique.
+        let next = kept.values().flatten().map(|k| k.record.n + 1).max().unwrap_or(1);
         ProcessRuntime {
             config,
             ns,
             state_dir,
             running: Arc::default(),
             spawner: Mutex::new(None),
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(next),
+            kept: Mutex::new(kept),
             _temp: temp,
         }
     }
@@ -633,6 +788,20 @@ impl ProcessRuntime {
         m.get(id).map(|e| e.pgid.as_raw() as u32)
     }
 
+    /// Removes a pod's sandbox and its containers' records.
+    fn remove_pod_dirs(&self, uid: &str) {
+        if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
+            return;
+        }
+        for dir in [self.state_dir.join("pods").join(uid), containers_dir(&self.state_dir).join(uid)] {
+            if let Err(e) = std::fs::remove_dir_all(&dir)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a pod's directory");
+            }
+        }
+    }
+
     /// The spawner thread's queue, started on first use inside the caller's tokio runtime.
     fn spawner(&self) -> Result<std::sync::mpsc::Sender<Spawn>, RuntimeError> {
         let mut guard = self.spawner.lock().map_err(|_| RuntimeError("process runtime: lock poisoned".into()))?;
@@ -662,16 +831,22 @@ impl ProcessRuntime {
 }
 
 impl Drop for ProcessRuntime {
+    /// An agent shutting down (not killed) stops every container, adopted or not.
     fn drop(&mut self) {
         if let Ok(m) = self.running.lock() {
             for e in m.values() {
                 signal_group(e.pgid, Signal::SIGKILL);
             }
         }
+        if let Ok(kept) = self.kept.lock() {
+            for k in kept.values().flatten().filter(|k| k.running.is_some()) {
+                signal_group(Pid::from_raw(k.record.pgid as i32), Signal::SIGKILL);
+            }
+        }
     }
 }
 
-fn signal_group(pgid: Pid, sig: Signal) {
+pub(super) fn signal_group(pgid: Pid, sig: Signal) {
     if let Err(e) = killpg(pgid, sig)
         && e != nix::errno::Errno::ESRCH
     {
@@ -680,7 +855,7 @@ fn signal_group(pgid: Pid, sig: Signal) {
 }
 
 /// The command of a container or exec, without its pre_exec part.
-fn command(argv: &[String], env: &BTreeMap<String, String>, logs: bool) -> tokio::process::Command {
+pub(super) fn command(argv: &[String], env: &BTreeMap<String, String>, logs: bool) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env_clear()
@@ -694,7 +869,7 @@ fn command(argv: &[String], env: &BTreeMap<String, String>, logs: bool) -> tokio
 }
 
 /// Creates the pod's sandbox, its volumes and the hosts file, and works out what the container's
-/// child does before exec. Blocking.
+/// child does before exec (the supervisor builds it). Blocking.
 fn prepare(
     ns: Namespaces,
     sandbox: &Path,
@@ -703,7 +878,7 @@ fn prepare(
     hosts: Option<(PathBuf, String)>,
     hostname: &str,
     plan: &Plan,
-) -> Result<ChildSetup, String> {
+) -> Result<SandboxPlan, String> {
     let program = Path::new(&plan.argv[0]);
     use std::os::unix::fs::PermissionsExt;
     let io = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
@@ -712,20 +887,22 @@ fn prepare(
         let tmp = sandbox.join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).map_err(|e| io("chmod", &tmp, e))?;
-        let bind = |what: String, source: &Path, target: &Path, ro: bool| {
-            BindMount::new(what.clone(), source, target, ro)
-                .map_err(|e| format!("{what} (from {}): {e}", source.display()))
+        let bind = |what: String, source: &Path, target: &Path, read_only: bool| Bind {
+            what,
+            source: source.to_path_buf(),
+            target: target.to_path_buf(),
+            read_only,
         };
-        binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), false)?);
+        binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), false));
         // A program under the host's /tmp (a mapped image such as the agent's `jobset` binary
         // built in a checkout there) would be hidden by the pod's /tmp: bind it at its path.
         if program.is_absolute() && program.starts_with("/tmp") && program.is_file() {
             let what = format!("mounting the program {}", program.display());
-            binds.push(bind(what, program, program, true)?);
+            binds.push(bind(what, program, program, true));
         }
         if let Some((dir, namespace)) = hosts {
             let file = crate::hosts::ensure(&dir, &namespace).map_err(|e| io("creating the hosts file in", &dir, e))?;
-            binds.push(bind("mounting /etc/hosts".into(), &file, Path::new("/etc/hosts"), true)?);
+            binds.push(bind("mounting /etc/hosts".into(), &file, Path::new("/etc/hosts"), true));
         }
         for v in volumes {
             volumes::prepare(v)?;
@@ -735,29 +912,24 @@ fn prepare(
                 std::fs::create_dir_all(&m.source).map_err(|e| io("creating the subPath", &m.source, e))?;
             }
             let what = format!("mounting volume {:?} at {}", m.volume, m.target.display());
-            binds.push(bind(what, &m.source, &m.target, m.read_only)?);
+            binds.push(bind(what, &m.source, &m.target, m.read_only));
         }
     } else if !mounts.is_empty() {
         WARN_NO_VOLUMES.call_once(|| {
             tracing::warn!("the process runtime runs without isolation: containers start without their volumes")
         });
     }
-    let workdir = match &plan.working_dir {
-        Some(d) => Some(ChildSetup::workdir(d).map_err(|e| io("working directory", d, e))?),
-        None => None,
-    };
-    Ok(ChildSetup {
-        agent: Pid::this().as_raw(),
+    Ok(SandboxPlan {
         mount_ns: ns.mount,
-        hostname: if ns.mount && ns.uts { sandbox::hostname(hostname) } else { None },
-        mounts: binds,
+        hostname: if ns.mount && ns.uts { Some(hostname.to_string()) } else { None },
+        binds,
         pid_ns: ns.pid,
-        workdir,
+        working_dir: plan.working_dir.clone(),
     })
 }
 
 /// Forwards the lines of one stream to the log writer.
-async fn read_lines(stream: impl AsyncRead + Unpin, name: &'static str, out: mpsc::UnboundedSender<String>) {
+pub(super) async fn read_lines(stream: impl AsyncRead + Unpin, name: &'static str, out: mpsc::UnboundedSender<String>) {
     let mut reader = BufReader::new(stream);
     let mut buf = Vec::new();
     loop {
@@ -779,9 +951,9 @@ async fn read_lines(stream: impl AsyncRead + Unpin, name: &'static str, out: mps
 
 /// How a container's log is rotated.
 #[derive(Debug, Clone, Copy)]
-struct Rotation {
-    max_bytes: u64,
-    max_files: usize,
+pub(super) struct Rotation {
+    pub max_bytes: u64,
+    pub max_files: usize,
 }
 
 async fn open_log(path: &Path) -> std::io::Result<tokio::fs::File> {
@@ -824,7 +996,7 @@ async fn rotate(path: &Path, max_files: usize) -> std::io::Result<()> {
 }
 
 /// Appends the lines of both streams to the log file, in the order they were read, rotating it.
-async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>, rotation: Rotation) {
+pub(super) async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>, rotation: Rotation) {
     let mut file = match open_log(&path).await {
         Ok(f) => Some(f),
         Err(e) => {
@@ -868,7 +1040,10 @@ async fn write_log(path: PathBuf, mut lines: mpsc::UnboundedReceiver<String>, ro
     }
 }
 
-fn exit_status(status: std::io::Result<std::process::ExitStatus>, finished_at: jiff::Timestamp) -> ExitStatus {
+pub(super) fn exit_status(
+    status: std::io::Result<std::process::ExitStatus>,
+    finished_at: jiff::Timestamp,
+) -> ExitStatus {
     match status {
         Ok(s) => {
             let exit_code = s.code().or_else(|| s.signal().map(|sig| 128 + sig)).unwrap_or(128);
@@ -883,22 +1058,22 @@ fn exit_status(status: std::io::Result<std::process::ExitStatus>, finished_at: j
     }
 }
 
-/// Owns one container's process until it ends: applies kills, reaps it, kills what is left of
-/// its group, lets the log drain and reports the exit.
+/// Follows one container until its supervisor ends: applies kills to the container's group,
+/// then reports the exit status the supervisor recorded.
 async fn supervise(
-    mut child: tokio::process::Child,
+    mut shim: Shim,
     pgid: Pid,
     mut kills: mpsc::UnboundedReceiver<Duration>,
     mut exit_tx: oneshot::Sender<ExitStatus>,
-    log: Option<tokio::task::JoinHandle<()>>,
+    exit_file: PathBuf,
     forget: Forget,
 ) {
     let mut deadline: Option<tokio::time::Instant> = None;
     let mut abandoned = false;
-    let status = loop {
+    loop {
         let sigkill_at = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(3600));
         tokio::select! {
-            s = child.wait() => break s,
+            () = shim.wait() => break,
             Some(grace) = kills.recv() => {
                 signal_group(pgid, Signal::SIGTERM);
                 let at = tokio::time::Instant::now() + grace;
@@ -913,19 +1088,37 @@ async fn supervise(
                 signal_group(pgid, Signal::SIGKILL);
             }
         }
-    };
-    let finished_at = jiff::Timestamp::now();
-    // The container ends with its main process: the rest of its group goes too. A group id stays
-    // reserved while any member lives; an empty group's id could only be reused by a new group
-    // after the kernel's cyclic pid allocation wrapped around, between the reap and this call.
-    signal_group(pgid, Signal::SIGKILL);
-    if let Some(log) = log
-        && tokio::time::timeout(LOG_DRAIN, log).await.is_err()
-    {
-        tracing::warn!(pgid = pgid.as_raw(), "a container's log did not drain after it exited");
     }
     drop(forget);
-    let _ = exit_tx.send(exit_status(status, finished_at));
+    let _ = exit_tx.send(shim::read_exit(&exit_file).unwrap_or_else(lost_exit));
+}
+
+/// Tracks a running container: in the running table (for kills and execs) with a task that
+/// follows its supervisor; the future resolves with its exit.
+fn track(
+    running: &Running,
+    id: ContainerId,
+    shim: Shim,
+    exit_file: PathBuf,
+    entry: impl FnOnce(mpsc::UnboundedSender<Duration>) -> Entry,
+) -> BoxFuture<'static, ExitStatus> {
+    let (kill_tx, kill_rx) = mpsc::unbounded_channel();
+    let entry = entry(kill_tx);
+    let pgid = entry.pgid;
+    running.lock().expect("running table lock").insert(id.clone(), entry);
+    let (exit_tx, exit_rx) = oneshot::channel();
+    tokio::spawn(supervise(shim, pgid, kill_rx, exit_tx, exit_file, Forget(running.clone(), id)));
+    async move { exit_rx.await.unwrap_or_else(|_| lost_exit()) }.boxed()
+}
+
+/// Writes a file only this user reads (a record holds the container's environment), whole or
+/// not at all.
+fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    std::io::Write::write_all(&mut f, body)?;
+    std::fs::rename(&tmp, path)
 }
 
 impl Runtime for ProcessRuntime {
@@ -965,64 +1158,96 @@ impl Runtime for ProcessRuntime {
         let hosts = self.config.hosts_dir.clone().map(|d| (d, namespace));
         let host_name = hostname(&req.pod);
         let pod_uid = req.pod.metadata.uid.clone().unwrap_or_default();
+        let dir = containers_dir(&self.state_dir).join(pod_key(&req.pod));
+        let detach = self.config.outlive_agent;
+        let node_name = req.node.name.clone();
+        let restart_count = req.restart_count;
         async move {
             let fail = |what: String| RuntimeError(format!("container {name:?}: {what}"));
             let for_setup = plan.clone();
-            let setup = tokio::task::spawn_blocking(move || {
-                prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, &for_setup)
+            let shim_log_path = dir.join(format!("{n}.shim.log"));
+            let (setup, shim_log) = tokio::task::spawn_blocking(move || {
+                let setup = prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, &for_setup)?;
+                let log = shim_log_path
+                    .parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| std::fs::OpenOptions::new().create(true).append(true).open(&shim_log_path));
+                let log = log.map_err(|e| format!("opening the supervisor's log {}: {e}", shim_log_path.display()))?;
+                Ok::<_, String>((setup, log))
             })
             .await
             .map_err(|e| fail(format!("preparing the sandbox: {e}")))?
             .map_err(fail)?;
-            let setup = Arc::new(setup);
-            let (report_r, report_w) = sandbox::report_pipe().map_err(|e| fail(format!("creating a pipe: {e}")))?;
-            let mut cmd = command(&plan.argv, &plan.env, log_path.is_some());
-            let child_setup = setup.clone();
-            // SAFETY: `ChildSetup::run` only makes system calls on memory prepared before the
-            // fork (see its docs); the closure owns the pipe's write end until it is dropped.
-            unsafe {
-                cmd.pre_exec(move || {
-                    use std::os::fd::AsRawFd;
-                    child_setup.run(report_w.as_raw_fd())
-                });
-            }
+            let exit_file = dir.join(format!("{n}.exit"));
+            let spec = ShimSpec {
+                argv: plan.argv.clone(),
+                env: plan.env.clone(),
+                sandbox: setup,
+                log: log_path.map(|path| LogSpec {
+                    path,
+                    max_bytes: rotation.max_bytes,
+                    max_files: rotation.max_files,
+                }),
+                exit_file: exit_file.clone(),
+                detach,
+                parent: Pid::this().as_raw(),
+            };
+            let spec = serde_json::to_vec(&spec).map_err(|e| fail(format!("the supervisor's spec: {e}")))?;
+            // No pre_exec: std spawns with posix_spawn, without copying the agent's memory.
+            let mut cmd = tokio::process::Command::new("/proc/self/exe");
+            cmd.env_clear().env(SHIM_ENV, "1").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(shim_log);
             let (reply, spawned) = oneshot::channel();
             let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
-            spawner.send(Spawn { cmd, report: Some(report_r), reply }).map_err(|_| stopped())?;
-            let (spawned, report) = spawned.await.map_err(|_| stopped())?;
-            let (reported_pid, failed_step) = setup.read_report(&report);
-            let mut child = spawned.map_err(|e| match &failed_step {
-                Some(step) => fail(format!("{step}: {e}")),
-                None => fail(format!("starting {:?}: {e}", plan.argv[0])),
-            })?;
-            let pgid_raw = child.id().expect("a child that was not waited for has a pid");
-            let pgid = Pid::from_raw(pgid_raw as i32);
-            let pid = reported_pid.unwrap_or(pgid_raw);
-            let log = log_path.map(|path| {
-                let (tx, rx) = mpsc::unbounded_channel();
-                if let Some(out) = child.stdout.take() {
-                    tokio::spawn(read_lines(out, "stdout", tx.clone()));
+            spawner.send(Spawn { cmd, report: None, reply }).map_err(|_| stopped())?;
+            let mut child =
+                spawned.await.map_err(|_| stopped())?.0.map_err(|e| fail(format!("starting its supervisor: {e}")))?;
+            let shim_pid = child.id().ok_or_else(|| fail("its supervisor ended at once".into()))?;
+            let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+                return Err(fail("the supervisor's pipes are missing".into()));
+            };
+            let gone =
+                |what: &str, e: std::io::Error| fail(format!("{what} its supervisor (see {}): {e}", dir.display()));
+            stdin.write_all(&spec).await.map_err(|e| gone("writing to", e))?;
+            drop(stdin);
+            let mut line = String::new();
+            BufReader::new(stdout).read_line(&mut line).await.map_err(|e| gone("reading from", e))?;
+            let (pgid_raw, pid) = match serde_json::from_str::<ShimReport>(&line) {
+                Ok(ShimReport::Started { pgid, pid }) => (pgid, pid),
+                Ok(ShimReport::Failed { message }) => return Err(fail(message)),
+                Err(_) => {
+                    let e = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("it said {line:?}"));
+                    return Err(gone("starting", e));
                 }
-                if let Some(err) = child.stderr.take() {
-                    tokio::spawn(read_lines(err, "stderr", tx));
-                }
-                tokio::spawn(write_log(path, rx, rotation))
-            });
+            };
             let id = ContainerId(format!("process://{pid}-{n}"));
-            let (kill_tx, kill_rx) = mpsc::unbounded_channel();
-            let entry = Entry { pgid, pid, pod_uid, kills: kill_tx, plan: Arc::new(plan) };
-            running.lock().expect("running table lock").insert(id.clone(), entry);
-            let (exit_tx, exit_rx) = oneshot::channel();
-            tokio::spawn(supervise(child, pgid, kill_rx, exit_tx, log, Forget(running, id.clone())));
-            let exit = async move {
-                exit_rx.await.unwrap_or_else(|_| ExitStatus {
-                    exit_code: 137,
-                    reason: Some("Unknown".into()),
-                    message: Some("the process runtime lost the container".into()),
-                    finished_at: jiff::Timestamp::now(),
-                })
+            let plan = Arc::new(plan);
+            let record = ContainerRecord {
+                id: id.0.clone(),
+                n,
+                node: node_name,
+                pod_uid: pod_uid.clone(),
+                container: name.clone(),
+                restart_count,
+                started_at: jiff::Timestamp::now(),
+                shim_pid,
+                shim_start: process_start(shim_pid).unwrap_or_default(),
+                pgid: pgid_raw,
+                pid,
+                plan: (*plan).clone(),
+            };
+            let body = serde_json::to_vec(&record).map_err(|e| fail(format!("the container record: {e}")))?;
+            if let Err(e) = write_private(&dir.join(format!("{n}.json")), &body) {
+                // Only a later agent's adoption needs it.
+                tracing::warn!(dir = %dir.display(), error = %e, "writing a container record");
             }
-            .boxed();
+            let pgid = Pid::from_raw(pgid_raw as i32);
+            let exit = track(&running, id.clone(), Shim::Child(child), exit_file, |kills| Entry {
+                pgid,
+                pid,
+                pod_uid,
+                kills,
+                plan,
+            });
             Ok(Started { id, ready: true, exit })
         }
         .boxed()
@@ -1105,21 +1330,70 @@ impl Runtime for ProcessRuntime {
         next_loopback_ip()
     }
 
+    fn adopt(&self, uid: &str) -> Vec<Adopted> {
+        let kept = self.kept.lock().ok().and_then(|mut k| k.remove(uid)).unwrap_or_default();
+        let mut out = Vec::with_capacity(kept.len());
+        for Kept { record, running, exit_file } in kept {
+            let id = ContainerId(record.id.clone());
+            // SAFETY: the `AsyncFd` owns the descriptor (an `OwnedFd`) for its whole life.
+            let registered = running.map(|fd| unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+                    .map_err(|e| e.into_parts().1)
+            });
+            let exit = match registered {
+                Some(Ok(pidfd)) => {
+                    let ContainerRecord { pgid, pid, pod_uid, plan, .. } = record.clone();
+                    let pgid = Pid::from_raw(pgid as i32);
+                    track(&self.running, id.clone(), Shim::Adopted(pidfd), exit_file, |kills| Entry {
+                        pgid,
+                        pid,
+                        pod_uid,
+                        kills,
+                        plan: Arc::new(plan),
+                    })
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(container = %id, error = %e, "following an adopted container");
+                    signal_group(Pid::from_raw(record.pgid as i32), Signal::SIGKILL);
+                    futures::future::ready(lost_exit()).boxed()
+                }
+                None => futures::future::ready(shim::read_exit(&exit_file).unwrap_or_else(lost_exit)).boxed(),
+            };
+            out.push(Adopted {
+                id,
+                container: record.container,
+                restart_count: record.restart_count,
+                started_at: record.started_at,
+                exit,
+            });
+        }
+        out
+    }
+
+    fn sweep(&self, node: &str, uids: &HashSet<String>) {
+        let Ok(mut kept) = self.kept.lock() else { return };
+        let gone: Vec<String> = kept
+            .iter()
+            .filter(|(uid, ks)| !uids.contains(*uid) && ks.iter().any(|k| k.record.node == node))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in gone {
+            for k in kept.remove(&uid).into_iter().flatten() {
+                if k.running.is_some() {
+                    signal_group(Pid::from_raw(k.record.pgid as i32), Signal::SIGKILL);
+                }
+            }
+            self.remove_pod_dirs(&uid);
+        }
+    }
+
     fn remove_pod(&self, uid: &str) {
         if let Ok(m) = self.running.lock() {
             for e in m.values().filter(|e| e.pod_uid == uid) {
                 signal_group(e.pgid, Signal::SIGKILL);
             }
         }
-        if uid.is_empty() || uid.contains('/') || uid == "." || uid == ".." {
-            return;
-        }
-        let dir = self.state_dir.join("pods").join(uid);
-        if let Err(e) = std::fs::remove_dir_all(&dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %dir.display(), error = %e, "removing a pod's sandbox");
-        }
+        self.remove_pod_dirs(uid);
     }
 }
 

@@ -5,26 +5,31 @@
 //!
 //! ```text
 //! agent (spawner thread)
-//!  └─ C  intermediate, host pid = process group id; all signals blocked; waits for I and exits
-//!     │  with its code. Holds the container's mount + UTS namespaces (unshared before the fork).
-//!     └─ I  pid 1 of a new PID namespace; never execs; all signals blocked; reaps orphans and
-//!        │  exits with W's code (128 + signal when W was killed). Parent-death signal: SIGKILL.
-//!        └─ W  pid 2: unblocks signals and execs the container's command.
+//!  └─ S  the container's supervisor (`super::shim`): this executable run again; forks C, holds
+//!     │  the log pipe, records the exit status; stays in the host's namespaces
+//!     └─ C  intermediate, host pid = process group id; all signals blocked; waits for I and
+//!        │  exits with its code. Holds the container's mount + UTS namespaces (unshared before
+//!        │  the fork).
+//!        └─ I  pid 1 of a new PID namespace; never execs; all signals blocked; reaps orphans and
+//!           │  exits with W's code (128 + signal when W was killed). Parent-death signal: SIGKILL.
+//!           └─ W  pid 2: unblocks signals and execs the container's command.
 //! ```
 //!
 //! Signals to the group (the agent's SIGTERM) reach W like any process (a namespace's pid 1
 //! would ignore SIGTERM without a handler), so `sleep` ends with 143 and `trap` handlers run.
 //! When W ends, I exits and the kernel kills everything left in the PID namespace, including
-//! descendants that left the process group. When the agent dies, C gets SIGKILL (parent-death
-//! signal), then I (its parent-death signal), which takes the namespace down.
+//! descendants that left the process group. When S dies, C gets SIGKILL (parent-death signal),
+//! then I (its parent-death signal), which takes the namespace down; S itself dies with the
+//! agent unless containers outlive it (see [`super::process`]).
 //!
 //! W's pid as seen from the host is the pid in the container's ID (`process://<pid>-<n>`): the
 //! process whose mount namespace, environment and working directory an exec joins.
 //!
 //! Without PID namespaces (not permitted, or isolation off) the child execs itself: C = W.
 //!
-//! Everything the child does happens after `fork` in a multi-threaded process: no allocation,
-//! only system calls on paths prepared as `CString`s before the spawn.
+//! C, I and W are forks of S, a small process, never of the agent. Everything the child does
+//! happens after `fork` (S runs a tokio runtime, so it may have threads): no allocation, only
+//! system calls on paths prepared as `CString`s before the spawn.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -33,7 +38,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -203,6 +208,54 @@ impl BindMount {
             }
             Ok(())
         }
+    }
+}
+
+/// One bind mount as the agent plans it: plain data, sent to the container's supervisor
+/// ([`super::shim`]), which turns it into a [`BindMount`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Bind {
+    /// For error messages.
+    pub what: String,
+    pub source: PathBuf,
+    pub target: PathBuf,
+    pub read_only: bool,
+}
+
+/// What a container's sandbox needs (namespaces, mounts, hostname, working directory), as plain
+/// data: the agent prepares the directories and files, the supervisor builds the
+/// [`ChildSetup`] from it ([`SandboxPlan::child_setup`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SandboxPlan {
+    pub mount_ns: bool,
+    /// Set with `mount_ns` and UTS namespaces only.
+    pub hostname: Option<String>,
+    pub binds: Vec<Bind>,
+    pub pid_ns: bool,
+    pub working_dir: Option<PathBuf>,
+}
+
+impl SandboxPlan {
+    /// The setup of a child of process `parent`; an error names what could not be prepared.
+    pub fn child_setup(&self, parent: libc::pid_t) -> Result<ChildSetup, String> {
+        let mut mounts = Vec::with_capacity(self.binds.len());
+        for b in &self.binds {
+            let m = BindMount::new(b.what.clone(), &b.source, &b.target, b.read_only)
+                .map_err(|e| format!("{} (from {}): {e}", b.what, b.source.display()))?;
+            mounts.push(m);
+        }
+        let workdir = match &self.working_dir {
+            Some(d) => Some(ChildSetup::workdir(d).map_err(|e| format!("working directory {}: {e}", d.display()))?),
+            None => None,
+        };
+        Ok(ChildSetup {
+            agent: parent,
+            mount_ns: self.mount_ns,
+            hostname: if self.mount_ns { self.hostname.as_deref().and_then(hostname) } else { None },
+            mounts,
+            pid_ns: self.pid_ns,
+            workdir,
+        })
     }
 }
 
