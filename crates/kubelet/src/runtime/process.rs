@@ -99,7 +99,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
 use super::sandbox::{self, Bind, Namespaces, SandboxPlan};
-use super::shim::{self, LogSpec, SHIM_ENV, ShimReport, ShimSpec};
+use super::shim::{self, ContainerRecord, LogSpec, RunRecord, SHIM_ENV, ShimReport, ShimSpec, container_id};
 use super::volumes::{self, Dirs, Mount, VolumePlan};
 use super::{
     Adopted, ContainerId, ExecOutput, ExitStatus, PodResources, Runtime, RuntimeError, StartRequest, Started, cri_line,
@@ -533,28 +533,6 @@ impl Drop for Forget {
     }
 }
 
-/// What one container run left in the state directory (`<state_dir>/containers/<pod>/<n>.json`,
-/// beside the supervisor's `<n>.exit`): how a later agent finds, checks and adopts it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ContainerRecord {
-    id: String,
-    /// The run's number in its runtime (the `<n>` of the ID and the file names).
-    n: u64,
-    node: String,
-    pod_uid: String,
-    container: String,
-    restart_count: u32,
-    started_at: jiff::Timestamp,
-    shim_pid: u32,
-    /// The supervisor's start time (field 22 of `/proc/<pid>/stat`): a process with a reused
-    /// pid is not it.
-    shim_start: u64,
-    pgid: u32,
-    pid: u32,
-    plan: Plan,
-}
-
 /// The supervisor of a container: our child, or adopted from a previous agent (a pidfd, which
 /// becomes readable when the process ends).
 enum Shim {
@@ -595,13 +573,6 @@ fn pidfd_open(pid: u32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
-/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
-fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
-}
-
 /// The containers of the previous agents on `state_dir`: what their records say, with the
 /// supervisors still running opened as pidfds. Unreadable records are skipped (logged).
 fn kept_containers(state_dir: &Path) -> Vec<Kept> {
@@ -628,7 +599,9 @@ fn kept_containers(state_dir: &Path) -> Vec<Kept> {
             let running = if exit_file.exists() {
                 None
             } else {
-                pidfd_open(record.shim_pid).ok().filter(|_| process_start(record.shim_pid) == Some(record.shim_start))
+                pidfd_open(record.shim_pid)
+                    .ok()
+                    .filter(|_| shim::process_start(record.shim_pid) == Some(record.shim_start))
             };
             out.push(Kept { record, running, exit_file });
         }
@@ -738,11 +711,11 @@ impl ProcessRuntime {
         let mut kept: HashMap<String, Vec<Kept>> = HashMap::new();
         if config.outlive_agent {
             for k in kept_containers(&state_dir) {
-                kept.entry(k.record.pod_uid.clone()).or_default().push(k);
+                kept.entry(k.record.run.pod_uid.clone()).or_default().push(k);
             }
         }
         // Run numbers go on from the kept ones: IDs and file names stay unique.
-        let next = kept.values().flatten().map(|k| k.record.n + 1).max().unwrap_or(1);
+        let next = kept.values().flatten().map(|k| k.record.run.n + 1).max().unwrap_or(1);
         ProcessRuntime {
             config,
             ns,
@@ -1111,16 +1084,6 @@ fn track(
     async move { exit_rx.await.unwrap_or_else(|_| lost_exit()) }.boxed()
 }
 
-/// Writes a file only this user reads (a record holds the container's environment), whole or
-/// not at all.
-fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    std::io::Write::write_all(&mut f, body)?;
-    std::fs::rename(&tmp, path)
-}
-
 impl Runtime for ProcessRuntime {
     fn start(&self, req: StartRequest) -> BoxFuture<'static, Result<Started, RuntimeError>> {
         let ready = |r| futures::future::ready(r).boxed();
@@ -1180,8 +1143,6 @@ impl Runtime for ProcessRuntime {
             .map_err(fail)?;
             let exit_file = dir.join(format!("{n}.exit"));
             let spec = ShimSpec {
-                argv: plan.argv.clone(),
-                env: plan.env.clone(),
                 sandbox: setup,
                 log: log_path.map(|path| LogSpec {
                     path,
@@ -1189,6 +1150,15 @@ impl Runtime for ProcessRuntime {
                     max_files: rotation.max_files,
                 }),
                 exit_file: exit_file.clone(),
+                record_file: dir.join(format!("{n}.json")),
+                record: RunRecord {
+                    n,
+                    node: node_name,
+                    pod_uid: pod_uid.clone(),
+                    container: name.clone(),
+                    restart_count,
+                    plan: plan.clone(),
+                },
                 detach,
                 parent: Pid::this().as_raw(),
             };
@@ -1201,7 +1171,6 @@ impl Runtime for ProcessRuntime {
             spawner.send(Spawn { cmd, report: None, reply }).map_err(|_| stopped())?;
             let mut child =
                 spawned.await.map_err(|_| stopped())?.0.map_err(|e| fail(format!("starting its supervisor: {e}")))?;
-            let shim_pid = child.id().ok_or_else(|| fail("its supervisor ended at once".into()))?;
             let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
                 return Err(fail("the supervisor's pipes are missing".into()));
             };
@@ -1219,27 +1188,8 @@ impl Runtime for ProcessRuntime {
                     return Err(gone("starting", e));
                 }
             };
-            let id = ContainerId(format!("process://{pid}-{n}"));
+            let id = ContainerId(container_id(pid, n));
             let plan = Arc::new(plan);
-            let record = ContainerRecord {
-                id: id.0.clone(),
-                n,
-                node: node_name,
-                pod_uid: pod_uid.clone(),
-                container: name.clone(),
-                restart_count,
-                started_at: jiff::Timestamp::now(),
-                shim_pid,
-                shim_start: process_start(shim_pid).unwrap_or_default(),
-                pgid: pgid_raw,
-                pid,
-                plan: (*plan).clone(),
-            };
-            let body = serde_json::to_vec(&record).map_err(|e| fail(format!("the container record: {e}")))?;
-            if let Err(e) = write_private(&dir.join(format!("{n}.json")), &body) {
-                // Only a later agent's adoption needs it.
-                tracing::warn!(dir = %dir.display(), error = %e, "writing a container record");
-            }
             let pgid = Pid::from_raw(pgid_raw as i32);
             let exit = track(&running, id.clone(), Shim::Child(child), exit_file, |kills| Entry {
                 pgid,
@@ -1342,7 +1292,7 @@ impl Runtime for ProcessRuntime {
             });
             let exit = match registered {
                 Some(Ok(pidfd)) => {
-                    let ContainerRecord { pgid, pid, pod_uid, plan, .. } = record.clone();
+                    let ContainerRecord { pgid, pid, run: RunRecord { pod_uid, plan, .. }, .. } = record.clone();
                     let pgid = Pid::from_raw(pgid as i32);
                     track(&self.running, id.clone(), Shim::Adopted(pidfd), exit_file, |kills| Entry {
                         pgid,
@@ -1361,8 +1311,8 @@ impl Runtime for ProcessRuntime {
             };
             out.push(Adopted {
                 id,
-                container: record.container,
-                restart_count: record.restart_count,
+                container: record.run.container,
+                restart_count: record.run.restart_count,
                 started_at: record.started_at,
                 exit,
             });
@@ -1374,7 +1324,7 @@ impl Runtime for ProcessRuntime {
         let Ok(mut kept) = self.kept.lock() else { return };
         let gone: Vec<String> = kept
             .iter()
-            .filter(|(uid, ks)| !uids.contains(*uid) && ks.iter().any(|k| k.record.node == node))
+            .filter(|(uid, ks)| !uids.contains(*uid) && ks.iter().any(|k| k.record.run.node == node))
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in gone {

@@ -19,7 +19,6 @@
 //!
 //! Kills do not go through the supervisor: the agent signals the container's process group.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -32,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::ExitStatus;
-use super::process::{LOG_DRAIN, Rotation, command, exit_status, read_lines, signal_group, write_log};
+use super::process::{LOG_DRAIN, Plan, Rotation, command, exit_status, read_lines, signal_group, write_log};
 use super::sandbox::{self, SandboxPlan};
 
 /// Set in the supervisor's environment: the process is a container's supervisor.
@@ -41,18 +40,73 @@ pub(super) const SHIM_ENV: &str = "JOBSET_CONTAINER_SHIM";
 /// What the supervisor runs and where it reports (sent as JSON on its stdin).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct ShimSpec {
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
     pub sandbox: SandboxPlan,
     pub log: Option<LogSpec>,
     /// Written (atomically) with the container's [`ExitStatus`] when it ends.
     pub exit_file: PathBuf,
+    /// What the agent knows of the run; the supervisor completes it into a [`ContainerRecord`]
+    /// written to `record_file` before it reports, so that an agent killed at any instant
+    /// leaves a record for the next one to adopt or sweep the container by.
+    pub record: RunRecord,
+    pub record_file: PathBuf,
     /// Outlive the agent. Otherwise the supervisor dies with the agent's spawning thread (a
     /// parent-death signal), and the container with it.
     pub detach: bool,
     /// The agent's pid: without `detach`, a supervisor whose parent is already another process
     /// gives up.
     pub parent: i32,
+}
+
+/// The agent's part of a [`ContainerRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct RunRecord {
+    /// The run's number in its state directory (the `<n>` of the ID and the file names).
+    pub n: u64,
+    pub node: String,
+    pub pod_uid: String,
+    pub container: String,
+    pub restart_count: u32,
+    /// What the container runs (for commands run in it after an adoption).
+    pub plan: Plan,
+}
+
+/// What one container run leaves in the state directory (`<state_dir>/containers/<pod>/<n>.json`,
+/// beside the supervisor's `<n>.exit`): how a later agent finds, checks and adopts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ContainerRecord {
+    pub id: String,
+    #[serde(flatten)]
+    pub run: RunRecord,
+    pub started_at: jiff::Timestamp,
+    pub shim_pid: u32,
+    /// The supervisor's start time ([`process_start`]): a process with a reused pid is not it.
+    pub shim_start: u64,
+    pub pgid: u32,
+    pub pid: u32,
+}
+
+/// The container ID of run `n` whose command has host pid `pid`.
+pub(super) fn container_id(pid: u32, n: u64) -> String {
+    format!("process://{pid}-{n}")
+}
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+pub(super) fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Writes a file only this user reads (a record holds the container's environment), whole or
+/// not at all.
+fn write_private(path: &Path, body: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(body)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Where the container's log goes.
@@ -129,7 +183,8 @@ fn report(r: &ShimReport) -> Result<(), String> {
 fn start(spec: &ShimSpec) -> Result<(tokio::process::Child, u32, u32), String> {
     let setup = Arc::new(spec.sandbox.child_setup(Pid::this().as_raw())?);
     let (report_r, report_w) = sandbox::report_pipe().map_err(|e| format!("creating a pipe: {e}"))?;
-    let mut cmd = command(&spec.argv, &spec.env, spec.log.is_some());
+    let plan = &spec.record.plan;
+    let mut cmd = command(&plan.argv, &plan.env, spec.log.is_some());
     let child_setup = setup.clone();
     // SAFETY: `ChildSetup::run` only makes system calls on memory prepared before the fork (see
     // its docs); the closure owns the pipe's write end until it is dropped.
@@ -142,7 +197,7 @@ fn start(spec: &ShimSpec) -> Result<(tokio::process::Child, u32, u32), String> {
     let (reported_pid, failed_step) = setup.read_report(&sandbox::read_report(report_r));
     let child = spawned.map_err(|e| match &failed_step {
         Some(step) => format!("{step}: {e}"),
-        None => format!("starting {:?}: {e}", spec.argv[0]),
+        None => format!("starting {:?}: {e}", plan.argv[0]),
     })?;
     let pgid = child.id().ok_or("the container ended before it was seen")?;
     Ok((child, pgid, reported_pid.unwrap_or(pgid)))
@@ -153,6 +208,21 @@ async fn supervise(spec: ShimSpec) -> Result<(), String> {
         Ok(started) => started,
         Err(message) => return report(&ShimReport::Failed { message }),
     };
+    let me = std::process::id();
+    let record = ContainerRecord {
+        id: container_id(pid, spec.record.n),
+        run: spec.record.clone(),
+        started_at: jiff::Timestamp::now(),
+        shim_pid: me,
+        shim_start: process_start(me).unwrap_or_default(),
+        pgid,
+        pid,
+    };
+    let written = serde_json::to_vec(&record).map_err(std::io::Error::other);
+    if let Err(e) = written.and_then(|body| write_private(&spec.record_file, &body)) {
+        // Only a later agent's adoption needs it.
+        eprintln!("jobset container supervisor: writing {}: {e}", spec.record_file.display());
+    }
     report(&ShimReport::Started { pgid, pid })?;
     let log = spec.log.as_ref().map(|l| {
         let (tx, rx) = mpsc::unbounded_channel();
