@@ -1364,6 +1364,51 @@ mod tests {
     }
 
     #[test]
+    fn kept_containers_are_running_only_with_a_live_supervisor_of_the_recorded_start_time() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = containers_dir(state.path()).join("u-1");
+        std::fs::create_dir_all(&dir).unwrap();
+        // This test process stands for a live supervisor.
+        let me = std::process::id();
+        let started = shim::process_start(me).unwrap();
+        let record = |n: u64, shim_start: u64| ContainerRecord {
+            id: shim::container_id(me, n),
+            run: RunRecord {
+                n,
+                node: "n1".into(),
+                pod_uid: "u-1".into(),
+                container: "main".into(),
+                restart_count: 0,
+                plan: Plan { argv: vec!["true".into()], env: BTreeMap::new(), working_dir: None },
+            },
+            started_at: jiff::Timestamp::now(),
+            shim_pid: me,
+            shim_start,
+            pgid: me,
+            pid: me,
+        };
+        let write = |n: u64, shim_start: u64| {
+            std::fs::write(dir.join(format!("{n}.json")), serde_json::to_vec(&record(n, shim_start)).unwrap()).unwrap()
+        };
+        // (run, what is on disk, running?)
+        write(1, started);
+        write(2, started);
+        std::fs::write(dir.join("2.exit"), b"{}").unwrap();
+        write(3, started + 1);
+        std::fs::write(dir.join("4.json"), b"not json").unwrap();
+        let mut kept = kept_containers(state.path());
+        kept.sort_by_key(|k| k.record.run.n);
+        let seen: Vec<(u64, bool)> = kept.iter().map(|k| (k.record.run.n, k.running.is_some())).collect();
+        assert_eq!(
+            seen,
+            [(1, true), (2, false), (3, false)],
+            "1: its supervisor runs; 2: it ended (an exit file); 3: the pid now names another process; \
+             4: unreadable, skipped"
+        );
+        assert_eq!((&kept[0].record.id, &kept[0].record.run), (&record(1, started).id, &record(1, started).run));
+    }
+
+    #[test]
     fn expansion_follows_the_kubelet() {
         let v = vars(&[("A", "1"), ("IDX", "7")]);
         for (input, want) in [
