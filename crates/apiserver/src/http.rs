@@ -51,6 +51,16 @@ pub struct ServerConfig {
     pub max_mutating_requests_inflight: Option<usize>,
     /// The `Retry-After` of a 429 (kube-apiserver: 1).
     pub retry_after_seconds: u32,
+    /// kube-apiserver's `--enable-priority-and-fairness`: requests are classified into
+    /// FlowSchemas and priority levels that share the in-flight limits' sum as seats, and queued
+    /// fairly by flow ([`crate::flowcontrol`]); the two limits then no longer apply on their own.
+    /// With either limit unlimited, nothing is limited or queued (requests are only classified).
+    /// Off here (the in-flight limits as they are); `jobset up` turns it on, as kube-apiserver's
+    /// default.
+    pub enable_priority_and_fairness: bool,
+    /// How long a request may wait in its priority level's queue before it is answered 429
+    /// (kube-apiserver: a quarter of the request timeout, at least 15 s).
+    pub priority_and_fairness_wait_limit: Duration,
     /// What time it is, for the expiry of service-account tokens (tests move it forward).
     pub clock: Clock,
     /// Where admission webhooks' service references are reached, by
@@ -114,6 +124,8 @@ impl Default for ServerConfig {
             max_requests_inflight: None,
             max_mutating_requests_inflight: None,
             retry_after_seconds: 1,
+            enable_priority_and_fairness: false,
+            priority_and_fairness_wait_limit: Duration::from_secs(15),
             clock: Clock::system(),
             webhook_service_addresses: HashMap::new(),
             external_admission: Vec::new(),
@@ -132,6 +144,9 @@ pub struct ApiServer {
     pub requests: RequestCounts,
     /// The in-flight limits of `config`.
     pub(crate) inflight: Inflight,
+    /// Priority and fairness (applied when `config.enable_priority_and_fairness`), and the
+    /// in-process clients' latencies.
+    pub flowcontrol: Arc<crate::flowcontrol::FlowControl>,
     /// What `GET /metrics` serves (404 while unset): a Prometheus registry shared with the
     /// components that register into it.
     pub(crate) metrics: std::sync::RwLock<Option<MetricsRegistry>>,
@@ -277,9 +292,77 @@ fn too_many_requests(retry_after_seconds: u32) -> Response {
 /// The body of a 429 from an in-flight limit (Go's `http.Error` appends the newline).
 pub const TOO_MANY_REQUESTS_MESSAGE: &str = "Too many requests, please try again later.\n";
 
-/// The in-flight limits, in front of every handler. A permit is held until the response body has
-/// been sent (or dropped), as kube-apiserver holds its slot until the handler has written it.
-async fn limit_inflight(State(server): State<Arc<ApiServer>>, req: Request, next: axum::middleware::Next) -> Response {
+/// In front of every handler: priority and fairness when enabled, else the in-flight limits.
+async fn limit_requests(State(server): State<Arc<ApiServer>>, req: Request, next: axum::middleware::Next) -> Response {
+    if server.config.enable_priority_and_fairness {
+        priority_and_fairness(server, req, next).await
+    } else {
+        limit_inflight(server, req, next).await
+    }
+}
+
+/// Holds `guard` until the response body has been sent (or dropped).
+fn hold_until_sent<G: Send + 'static>(response: Response, guard: G) -> Response {
+    let (parts, body) = response.into_parts();
+    let body = body.map_frame(move |frame| {
+        let _held: &G = &guard;
+        frame
+    });
+    Response::from_parts(parts, Body::new(body))
+}
+
+/// Who sent `req`, as priority and fairness classifies it: an in-process client's declared user
+/// ([`crate::flowcontrol::Requester`]), a token's user, else (the server's token, in-process
+/// callers) the admin.
+fn requester(req: &Request) -> std::borrow::Cow<'_, crate::rbac::UserInfo> {
+    use std::borrow::Cow;
+    if let Some(r) = req.extensions().get::<crate::flowcontrol::Requester>() {
+        return Cow::Borrowed(&r.0);
+    }
+    Cow::Owned(req.extensions().get::<User>().unwrap_or(&User::Admin).identity(None).user_info())
+}
+
+/// kube-apiserver's priority-and-fairness filter (`WithPriorityAndFairness`): the request is
+/// classified, waits for a seat of its priority level (or is answered 429 as by the in-flight
+/// limits), and holds the seat until its response has been sent. A watch gives its seat back
+/// once established (its response started); other long-running requests take none. Every
+/// classified response carries the `X-Kubernetes-PF-*` headers.
+async fn priority_and_fairness(server: Arc<ApiServer>, req: Request, next: axum::middleware::Next) -> Response {
+    let info = crate::rbac::RequestInfo::parse(req.method(), req.uri().path(), req.uri().query()).unwrap_or_default();
+    let c = crate::flowcontrol::classify(&requester(&req), &info);
+    let watch = info.verb == "watch";
+    // An unlimited server (or a long-running request other than a watch) takes no seat.
+    let unlimited = !server.flowcontrol.limited();
+    if unlimited || !watch && long_running(req.method(), req.uri().path(), req.uri().query()) {
+        let mut resp = next.run(req).await;
+        crate::flowcontrol::set_headers(resp.headers_mut(), &c);
+        return resp;
+    }
+    let seat = match server.flowcontrol.admit(&c).await {
+        Ok(seat) => seat,
+        Err(_) => {
+            use std::sync::atomic::Ordering::Relaxed;
+            let mutating = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
+            let counter =
+                if mutating { &server.requests.rejected_mutating } else { &server.requests.rejected_read_only };
+            counter.fetch_add(1, Relaxed);
+            let mut resp = too_many_requests(server.config.retry_after_seconds);
+            crate::flowcontrol::set_headers(resp.headers_mut(), &c);
+            return resp;
+        }
+    };
+    let mut resp = next.run(req).await;
+    crate::flowcontrol::set_headers(resp.headers_mut(), &c);
+    if watch {
+        drop(seat);
+        return resp;
+    }
+    hold_until_sent(resp, seat)
+}
+
+/// The in-flight limits. A permit is held until the response body has been sent (or dropped),
+/// as kube-apiserver holds its slot until the handler has written it.
+async fn limit_inflight(server: Arc<ApiServer>, req: Request, next: axum::middleware::Next) -> Response {
     let mutating = matches!(*req.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
     let sem = if mutating { &server.inflight.mutating } else { &server.inflight.read_only };
     let Some(sem) = sem else { return next.run(req).await };
@@ -292,12 +375,7 @@ async fn limit_inflight(State(server): State<Arc<ApiServer>>, req: Request, next
         counter.fetch_add(1, Relaxed);
         return too_many_requests(server.config.retry_after_seconds);
     };
-    let (parts, body) = next.run(req).await.into_parts();
-    let body = body.map_frame(move |frame| {
-        let _held: &tokio::sync::OwnedSemaphorePermit = &permit;
-        frame
-    });
-    Response::from_parts(parts, Body::new(body))
+    hold_until_sent(next.run(req).await, permit)
 }
 
 impl ApiServer {
@@ -312,7 +390,7 @@ impl ApiServer {
         axum::Router::new()
             .fallback(handle)
             .with_state(self.clone())
-            .layer(axum::middleware::from_fn_with_state(self.clone(), limit_inflight))
+            .layer(axum::middleware::from_fn_with_state(self.clone(), limit_requests))
             .layer(tower_http::catch_panic::CatchPanicLayer::custom(panic_response))
     }
 
@@ -325,8 +403,12 @@ impl ApiServer {
         }
     }
 
-    /// Serves `registry` at `GET /metrics` (replacing any registry set before).
+    /// Serves `registry` at `GET /metrics` (replacing any registry set before), with the
+    /// `apiserver_flowcontrol_*` series in it when priority and fairness is on.
     pub fn set_metrics_registry(&self, registry: MetricsRegistry) {
+        if self.config.enable_priority_and_fairness {
+            self.flowcontrol.register(&mut registry.lock().unwrap_or_else(|e| e.into_inner()));
+        }
         *self.metrics.write().unwrap_or_else(|e| e.into_inner()) = Some(registry);
     }
 

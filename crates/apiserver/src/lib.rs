@@ -11,6 +11,7 @@ pub mod crd_schema;
 pub mod discovery;
 pub mod error;
 mod events;
+pub mod flowcontrol;
 pub mod http;
 pub mod logs;
 pub mod names;
@@ -46,6 +47,18 @@ use crate::persist::Backend;
 use crate::resources::Registry;
 use crate::store::{Store, Txn};
 
+/// `call`, its latency recorded for `class` when it completes.
+async fn timed<T>(
+    fc: Arc<flowcontrol::FlowControl>,
+    class: flowcontrol::UserClass,
+    call: impl Future<Output = T>,
+) -> T {
+    let started = std::time::Instant::now();
+    let answer = call.await;
+    fc.latency.record(class, started.elapsed());
+    answer
+}
+
 /// Namespaces every cluster starts with.
 pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
@@ -61,12 +74,18 @@ impl ApiServer {
         let mut admission = builtin::with_builtins(admission, &config.external_admission);
         webhook::register(&mut admission);
         let inflight = http::Inflight::new(&config);
+        let seats = flowcontrol::total_seats(config.max_requests_inflight, config.max_mutating_requests_inflight);
+        let flowcontrol = Arc::new(flowcontrol::FlowControl::new(
+            seats.filter(|_| config.enable_priority_and_fairness),
+            config.priority_and_fairness_wait_limit,
+        ));
         let server = Arc::new(ApiServer {
             store,
             admission,
             config,
             requests: Default::default(),
             inflight,
+            flowcontrol,
             metrics: Default::default(),
             authenticator: Default::default(),
             rbac: Default::default(),
@@ -137,6 +156,28 @@ impl ApiServer {
         let service = tower::ServiceBuilder::new()
             .layer(tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()))
             .map_err(tower::BoxError::from)
+            .service(self.router());
+        kube::Client::new(service, "default")
+    }
+
+    /// [`ApiServer::client`] as `user` for priority and fairness (still authorized as the admin):
+    /// local mode's controllers, node agents and simulated pods' agents each use one, so their
+    /// requests are classified as a real cluster's components' would be. Each request's latency
+    /// as this client sees it (its 429s and their `Retry-After` included) is recorded by the
+    /// user's class in [`flowcontrol::FlowControl::latency`].
+    pub fn client_as(self: &Arc<Self>, user: rbac::UserInfo) -> kube::Client {
+        let class = flowcontrol::UserClass::of(&user);
+        let requester = flowcontrol::Requester(Arc::new(user));
+        let fc = self.flowcontrol.clone();
+        let service = tower::ServiceBuilder::new()
+            .map_future(move |call| timed(fc.clone(), class, call))
+            .layer(tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()))
+            .map_err(tower::BoxError::from)
+            // Inside the retry layer: every attempt carries who sends it.
+            .map_request(move |mut req: ::http::Request<kube::client::Body>| {
+                req.extensions_mut().insert(requester.clone());
+                req
+            })
             .service(self.router());
         kube::Client::new(service, "default")
     }

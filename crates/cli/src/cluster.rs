@@ -135,6 +135,7 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
     config.log_dir = Some(opts.state_dir.join("logs"));
     config.max_requests_inflight = opts.inflight.max_requests_inflight;
     config.max_mutating_requests_inflight = opts.inflight.max_mutating_requests_inflight;
+    config.enable_priority_and_fairness = opts.inflight.enable_priority_and_fairness;
     // As on a real cluster, the external manager's webhooks admit its kinds, once the webhook
     // configurations that call them are applied (config/webhook/); the CRD schemas still apply.
     config.external_admission = opts.external.iter().map(|e| e.kind()).collect();

@@ -85,6 +85,12 @@ pub struct InflightArgs {
     /// kube-apiserver's is 200).
     #[arg(long, value_name = "N")]
     pub max_mutating_requests_inflight: Option<usize>,
+    /// API Priority and Fairness, as kube-apiserver's flag (on by default, as there): requests
+    /// are classified by who sends them (controllers, node agents, pods' service accounts, users)
+    /// into priority levels that share the two limits' sum as seats, each flow queued fairly;
+    /// the limits then no longer apply on their own. Without both limits nothing is queued.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub enable_priority_and_fairness: bool,
 }
 
 /// The local nodes to run (`None`: the API server alone). Process nodes are measured on this

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jobset_apiserver::ApiServer;
+use jobset_apiserver::{ApiServer, flowcontrol};
 use jobset_controllers::appwrapper::AppWrapperControllerConfig;
 use jobset_controllers::appwrapper::Metrics as AppWrapperMetrics;
 use jobset_controllers::disruption::DisruptionConfig;
@@ -105,6 +105,14 @@ impl LocalConfig {
     }
 }
 
+/// The client of the controllers (Job, JobSet, AppWrapper, node lifecycle, disruption): as
+/// kube-controller-manager, for the API server's priority and fairness (they are this cluster's
+/// controller manager). The scheduler, node agents and simulated pods' agents have their own
+/// users (kube-scheduler, `system:node:<name>`, the `default` service account).
+fn controllers(server: &Arc<ApiServer>) -> Client {
+    server.client_as(flowcontrol::kube_controller_manager())
+}
+
 pub struct LocalCluster {
     pub server: Arc<ApiServer>,
     pub nodes: Vec<NodeHandle>,
@@ -127,10 +135,10 @@ impl LocalCluster {
     pub async fn start(server: Arc<ApiServer>, config: LocalConfig) -> LocalCluster {
         let mut tasks = vec![server.spawn_gc()];
         // One pod watch for every controller of the process (each pod event parsed once).
-        let pods = SharedPods::start(server.client(), watcher::Config::default());
-        let job_controller = config
-            .job_controller
-            .then(|| tokio::spawn(jobset_controllers::job::run(server.client(), config.job.clone(), pods.clone())));
+        let pods = SharedPods::start(controllers(&server), watcher::Config::default());
+        let job_controller = config.job_controller.then(|| {
+            tokio::spawn(jobset_controllers::job::run(controllers(&server), config.job.clone(), pods.clone()))
+        });
         // The controllers' series, served at the API server's `GET /metrics`; both count their
         // reconciles in one set of controller-runtime series.
         let reconcile = jobset_controllers::metrics::ReconcileMetrics::default();
@@ -149,7 +157,7 @@ impl LocalCluster {
         }
         let appwrapper_controller = config.appwrapper_controller.then(|| {
             tokio::spawn(jobset_controllers::appwrapper::run(
-                server.client(),
+                controllers(&server),
                 config.appwrapper.clone(),
                 appwrapper_metrics.clone(),
                 Default::default(),
@@ -157,7 +165,7 @@ impl LocalCluster {
         });
         let jobset_controller = config.jobset_controller.then(|| {
             tokio::spawn(jobset_controllers::jobset::run(
-                server.client(),
+                controllers(&server),
                 config.jobset.clone(),
                 jobset_metrics.clone(),
                 pods.clone(),
@@ -165,17 +173,17 @@ impl LocalCluster {
             ))
         });
         tasks.push(tokio::spawn(jobset_controllers::scheduler::run(
-            server.client(),
+            server.client_as(flowcontrol::kube_scheduler()),
             config.scheduler.clone(),
             pods.clone(),
         )));
         tasks.push(tokio::spawn(jobset_controllers::nodelifecycle::run(
-            server.client(),
+            controllers(&server),
             config.node_lifecycle.clone(),
             pods.clone(),
         )));
         tasks.push(tokio::spawn(jobset_controllers::disruption::run(
-            server.client(),
+            controllers(&server),
             config.disruption.clone(),
             pods.clone(),
         )));
@@ -183,9 +191,10 @@ impl LocalCluster {
         let mut temp_dir = None;
         let runtime: Arc<dyn Runtime> = match &config.runtime {
             // In-place restart agents (sidecars) run in-process, with a client of their own.
-            RuntimeKind::Simulated => {
-                Arc::new(SimulatedRuntime::new(simulation.clone()).with_agent_client(server.client()))
-            }
+            RuntimeKind::Simulated => Arc::new(
+                SimulatedRuntime::new(simulation.clone())
+                    .with_agent_client(server.client_as(flowcontrol::service_account("default", "default"))),
+            ),
             RuntimeKind::Process(p) => {
                 let mut p = p.clone();
                 // Sandboxes, claims and the /etc/hosts files live in the cluster's state dir
@@ -212,7 +221,7 @@ impl LocalCluster {
             let events = PodSource::Events(Box::pin(pods.subscribe_node(&n.name)));
             nodes.push(
                 jobset_kubelet::run_node_with(
-                    server.client(),
+                    server.client_as(flowcontrol::node(&n.name)),
                     n.clone(),
                     config.agent.clone(),
                     runtime.clone(),
@@ -249,7 +258,7 @@ impl LocalCluster {
             j.abort();
         }
         self.job_controller = Some(tokio::spawn(jobset_controllers::job::run(
-            self.server.client(),
+            controllers(&self.server),
             self.config.job.clone(),
             self.pods.clone(),
         )));
@@ -261,7 +270,7 @@ impl LocalCluster {
             j.abort();
         }
         self.jobset_controller = Some(tokio::spawn(jobset_controllers::jobset::run(
-            self.server.client(),
+            controllers(&self.server),
             self.config.jobset.clone(),
             self.jobset_metrics.clone(),
             self.pods.clone(),
@@ -275,7 +284,7 @@ impl LocalCluster {
             j.abort();
         }
         self.appwrapper_controller = Some(tokio::spawn(jobset_controllers::appwrapper::run(
-            self.server.client(),
+            controllers(&self.server),
             self.config.appwrapper.clone(),
             self.appwrapper_metrics.clone(),
             Default::default(),
