@@ -1085,9 +1085,13 @@ impl PodMachine {
         kept: &std::collections::HashSet<String>,
     ) -> Option<PodMachine> {
         let condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True");
-        if kept.is_empty() || !condition("Initialized") || condition(ALL_RESTARTING) {
+        // Phase Pending with Initialized: a pod restarting all its containers (its condition may
+        // already be False again while they are down): not adopted.
+        let running = status.phase.as_deref() == Some("Running");
+        if kept.is_empty() || !running || !condition("Initialized") || condition(ALL_RESTARTING) {
             return None;
         }
+        let policy = spec.restart_policy;
         let mut m = PodMachine::new(spec, backoff);
         let groups = [(&mut m.init, &status.init_container_statuses), (&mut m.containers, &status.container_statuses)];
         for (runs, statuses) in groups {
@@ -1100,7 +1104,19 @@ impl PodMachine {
                     cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
                 run.started_once = cs.started == Some(true) || run.spec.kind == ContainerKind::Sidecar;
                 run.state = if let Some(t) = &state.terminated {
-                    CState::Terminated(from_api_termination(t, at))
+                    let t = from_api_termination(t, at);
+                    // Ended and about to restart when the agent went: it restarts now.
+                    let restarts = match run.spec.kind {
+                        ContainerKind::Sidecar => true,
+                        ContainerKind::Init => false,
+                        ContainerKind::Regular => should_restart(&run.spec, policy, t.exit_code),
+                    };
+                    if restarts {
+                        run.last = Some(t);
+                        CState::BackOff { until: at, delay: Duration::ZERO }
+                    } else {
+                        CState::Terminated(t)
+                    }
                 } else if let Some(r) = &state.running {
                     if !run.container_id.as_ref().is_some_and(|id| kept.contains(id)) {
                         return None;
@@ -2152,6 +2168,20 @@ mod tests {
                 kept(&["process://1-1", "process://2-2"]),
                 false,
             ),
+            (
+                "a_pod_whose_containers_are_all_down_for_a_pod_restart_is_not_adopted",
+                {
+                    let mut st = status(
+                        &initialized,
+                        cs("agent", "process://1-1", 0, failed.clone(), none.clone()),
+                        cs("main", "process://2-2", 1, failed.clone(), none.clone()),
+                    );
+                    st.phase = Some("Pending".into());
+                    st
+                },
+                kept(&["process://1-1", "process://2-2"]),
+                false,
+            ),
         ];
         for (name, status, kept, adopted) in cases {
             match PodMachine::after_agent_restart(spec_.clone(), backoff, &status, t(100), &kept) {
@@ -2180,6 +2210,34 @@ mod tests {
                 Found::Fresh => panic!("{name}: fresh"),
             }
         }
+    }
+
+    #[test]
+    fn an_adopted_pod_restarts_a_sidecar_that_ended_while_the_agent_was_down() {
+        let spec_ = PodSpecSummary {
+            restart_policy: RestartPolicy::Never,
+            init: vec![spec("agent", Sidecar)],
+            containers: vec![spec("main", Regular)],
+            active_deadline: None,
+        };
+        let backoff =
+            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let status: PodStatus = serde_json::from_value(serde_json::json!({"phase": "Running",
+            "conditions": [{"type": "Initialized", "status": "True"}],
+            "initContainerStatuses": [{"name": "agent", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                "containerID": "process://1-1", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}],
+            "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": true, "started": true,
+                "restartCount": 0, "containerID": "process://2-2",
+                "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}]}))
+        .unwrap();
+        let kept = ["process://1-1".to_string(), "process://2-2".to_string()].into_iter().collect();
+        let Found::Adopted(m) = PodMachine::after_agent_restart(spec_, backoff, &status, t(100), &kept) else {
+            panic!("adopted")
+        };
+        let (m, fx) = run(m, vec![Event::Tick { at: t(100) }]);
+        assert!(fx.contains(&Start(CRef::init(0))), "the sidecar restarts: {fx:?}");
+        assert_eq!(m.container(CRef::init(0)).restart_count, 1);
+        assert!(matches!(m.container(MAIN).state, CState::Running { .. }));
     }
 
     #[test]

@@ -420,7 +420,9 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     let spec = PodSpecSummary::of(&pod);
     let phase = status.phase.as_deref();
     let finished = matches!(phase, Some("Succeeded" | "Failed"));
-    let adopted = if finished { Vec::new() } else { ctx.runtime.adopt(&placement.uid) };
+    // Containers a previous agent left for a finished pod (a sidecar it had not stopped yet)
+    // are taken too, and dropped below, which kills them.
+    let adopted = ctx.runtime.adopt(&placement.uid);
     let kept: HashSet<String> = adopted.iter().map(|a| a.id.0.clone()).collect();
     let found = if finished {
         Found::Fresh

