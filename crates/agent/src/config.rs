@@ -391,14 +391,16 @@ pub fn barrier_endpoint_from_pod(pod: &Pod, container_name: Option<&str>) -> End
     };
     let probe = container.startup_probe.as_ref().and_then(|p| p.http_get.as_ref()).expect("filtered above");
     let port = match &probe.port {
-        IntOrString::Int(p) => u16::try_from(*p).ok().filter(|p| *p > 0),
+        IntOrString::Int(p) => u16::try_from(*p).ok(),
         IntOrString::String(name) => container
             .ports
             .iter()
             .flatten()
             .find(|p| p.name.as_deref() == Some(name.as_str()))
             .and_then(|p| u16::try_from(p.container_port).ok()),
-    };
+    }
+    // Port 0 would have the barrier listen on a random port no probe reaches.
+    .filter(|p| *p > 0);
     let Some(port) = port else {
         return default(format!("container {:?}: startupProbe port {:?} does not resolve", container.name, probe.port));
     };
@@ -706,6 +708,23 @@ mod tests {
                 }
                 (Err(_), got) => panic!("{name}: expected the defaults, got {got:?}"),
             }
+        }
+    }
+
+    /// Found by the `agent_config` fuzz target: a named port whose `containerPort` is 0 (or
+    /// left out) resolved to port 0.
+    #[test]
+    fn a_named_probe_port_whose_container_port_is_0_does_not_resolve() {
+        for port in [json!({"name": "barrier", "containerPort": 0}), json!({"name": "barrier"})] {
+            let agent = json!({"name": "agent", "image": "a", "restartPolicy": "Always", "ports": [port],
+                               "startupProbe": {"httpGet": {"path": "/barrier-is-down", "port": "barrier"}}});
+            let got =
+                barrier_endpoint_from_pod(&pod(json!({"initContainers": [agent], "containers": [worker()]})), None);
+            match &got {
+                EndpointChoice::Default { reason } => assert!(reason.contains("does not resolve"), "{port}: {reason}"),
+                other => panic!("{port}: expected the defaults, got {other:?}"),
+            }
+            assert_eq!(got.endpoint(), Endpoint::default(), "{port}");
         }
     }
 }

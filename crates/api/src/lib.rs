@@ -9,6 +9,7 @@ pub mod field;
 pub mod job;
 pub mod job_status;
 pub mod jobset;
+pub mod manifest;
 pub mod pdb;
 pub mod pod;
 pub mod quantity;

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{CommandFactory, Parser, Subcommand};
+use jobset_api::manifest;
 
 // The control plane allocates and frees small JSON values at a high rate from many threads; glibc's
 // allocator spent ~40% of a 5,000-pod restart's CPU in malloc and free (docs/benchmarks.md).
@@ -32,7 +33,6 @@ mod kubeconfig;
 mod lifecycle;
 mod logging;
 mod logs;
-mod manifest;
 mod manifests;
 mod node;
 mod progress;

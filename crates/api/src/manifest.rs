@@ -1,5 +1,6 @@
 //! Reading manifest files into objects, with where each came from (file, document, line).
-//! Pure: no I/O besides what the caller hands in.
+//! Pure: no I/O besides what the caller hands in. Used by `jobset apply` and `jobset run`; here,
+//! in a library crate, so that the fuzz targets (`fuzz/`) reach it.
 
 use std::fmt;
 
@@ -14,19 +15,24 @@ pub struct Doc {
     pub document: usize,
     /// 1-based line where the document starts.
     pub line: usize,
+    /// The object as read.
     pub object: Value,
 }
 
 impl Doc {
+    /// `kind` (empty when not a string).
     pub fn kind(&self) -> &str {
         self.object["kind"].as_str().unwrap_or_default()
     }
+    /// `apiVersion` (empty when not a string).
     pub fn api_version(&self) -> &str {
         self.object["apiVersion"].as_str().unwrap_or_default()
     }
+    /// `metadata.name` (empty when not a string).
     pub fn name(&self) -> &str {
         self.object["metadata"]["name"].as_str().unwrap_or_default()
     }
+    /// `metadata.namespace`, when set and not empty.
     pub fn namespace(&self) -> Option<&str> {
         self.object["metadata"]["namespace"].as_str().filter(|s| !s.is_empty())
     }
