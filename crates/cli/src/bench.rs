@@ -18,6 +18,7 @@ mod crd;
 mod in_place;
 mod manager;
 mod phases;
+mod scale;
 mod timeline;
 use clap::Subcommand;
 use futures::StreamExt;
@@ -165,6 +166,12 @@ pub enum BenchCommand {
         /// Run only the scoped cases.
         #[arg(long)]
         only_scoped: bool,
+        /// API Priority and Fairness over the in-flight limits' sum (kube-apiserver's
+        /// `--enable-priority-and-fairness`): `both` runs each simulated in-place case without
+        /// then with it (the other cases without); the controllers' request latency is printed
+        /// for each.
+        #[arg(long, value_enum, default_value = "both")]
+        priority_and_fairness: in_place::PriorityAndFairness,
     },
     /// The JobSet controller in a `jobset manager` process of its own (over HTTPS, QPS/burst
     /// 500/500) against in-process: a `Recreate` restart, then an in-place restart (main-container
@@ -214,6 +221,12 @@ pub enum BenchCommand {
         #[arg(long, default_value = "60s", value_parser = crate::parse_duration)]
         timeout: Duration,
     },
+    /// KEP-262's scale: a JobSet of `pods` simulated pods on `nodes` simulated nodes (each run on
+    /// a fresh cluster) from create to all running, then a `Recreate` restart, an in-place
+    /// restart in sidecar mode and one in main-container mode, with each run's peak RSS and API
+    /// requests; then a soak: `soak-jobsets` JobSets churning (create, one pod fails, restart,
+    /// complete, delete; repeated) while `watchers` watch clients stay connected.
+    Scale(scale::Args),
     /// AppWrapper: for each pod count, an AppWrapper wrapping one Indexed Job on simulated
     /// nodes, from create to all pods running, then one pod fails and the whole workload is
     /// reset (zero failure grace and retry pause) until every pod runs again. Then what
@@ -242,17 +255,24 @@ pub enum BenchCommand {
 struct Limits {
     read_only: Option<usize>,
     mutating: Option<usize>,
+    /// Priority and fairness over the two limits' sum instead of the limits.
+    apf: bool,
 }
 
 impl Limits {
     /// From the flags, where 0 means unlimited (as kube-apiserver's).
     fn new(read_only: usize, mutating: usize) -> Limits {
-        Limits { read_only: Some(read_only).filter(|n| *n > 0), mutating: Some(mutating).filter(|n| *n > 0) }
+        Limits {
+            read_only: Some(read_only).filter(|n| *n > 0),
+            mutating: Some(mutating).filter(|n| *n > 0),
+            apf: false,
+        }
     }
 }
 
 pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
     match what {
+        BenchCommand::Scale(a) => scale::bench(a.options()).await,
         BenchCommand::Compare { base, runs, args } => {
             tokio::task::spawn_blocking(move || compare::run(&base, runs, &args)).await?
         }
@@ -291,9 +311,11 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             modes,
             no_scoped,
             only_scoped,
+            priority_and_fairness,
         } => {
             let limits = Limits::new(max_requests_inflight, max_mutating_requests_inflight);
-            let cases = InPlaceCases { modes: &modes, recreate: !no_recreate, scoped: !no_scoped, only_scoped };
+            let apf = priority_and_fairness.settings();
+            let cases = InPlaceCases { modes: &modes, recreate: !no_recreate, scoped: !no_scoped, only_scoped, apf };
             in_place_bench(
                 &pods,
                 pods_per_job,
@@ -506,10 +528,15 @@ async fn create_pods(client: &kube::Client, n: usize, concurrency: usize) -> any
 }
 
 fn rss_mb() -> f64 {
+    proc_status_mb("VmRSS:")
+}
+
+/// A memory figure of /proc/self/status (`key` with its colon, e.g. `VmHWM:`), in MB.
+fn proc_status_mb(key: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         .map(|kb| kb / 1024.0)
         .unwrap_or(f64::NAN)
@@ -530,6 +557,7 @@ fn server_with(backend: Box<dyn Backend>, limits: Limits) -> anyhow::Result<Arc<
     let mut config = ServerConfig {
         max_requests_inflight: limits.read_only,
         max_mutating_requests_inflight: limits.mutating,
+        enable_priority_and_fairness: limits.apf,
         ..ServerConfig::default()
     };
     // Every watcher must be able to hold a burst of the benchmark's own writes.
@@ -1030,11 +1058,15 @@ fn thread_cpu(tid: i32) -> Duration {
 struct JobsetFigures {
     strategy: &'static str,
     startup: Duration,
+    /// API requests from the create to every pod Running.
+    startup_requests: u64,
     restart: Duration,
     /// From the delete request to the pod's Failed phase being seen.
     fail_seen: Duration,
     by_verb: Vec<(&'static str, u64)>,
     requests: u64,
+    /// Requests answered 429 by the in-flight limits during the restart.
+    rejected: u64,
     cpu: Duration,
     job_controller_cpu: Duration,
     /// CPU time of the `jobset manager` process during the restart (zero in-process).
@@ -1170,6 +1202,7 @@ async fn jobset_restart(
     }))?;
     println!("{strategy}: JobSet {name:?}");
     let limit = Duration::from_secs(300);
+    let (_, requests_created) = server.requests.snapshot();
     let created = Instant::now();
     jobsets.create(&PostParams::default(), &js).await?;
     let running = milestone(
@@ -1182,6 +1215,7 @@ async fn jobset_restart(
     )
     .await?;
     let startup = running.duration_since(created);
+    let (_, requests_running) = server.requests.snapshot();
     println!("  create → all {total} pods Running: {:.2} s", startup.as_secs_f64());
     print_timeline(&tracker.lock().expect("tracker lock"), created, running);
 
@@ -1195,6 +1229,7 @@ async fn jobset_restart(
     let victim_name = victim.metadata.name.clone().unwrap_or_default();
     tracker.lock().expect("tracker lock").target = victim.metadata.uid.clone();
     let (verbs_before, requests_before) = server.requests.snapshot();
+    let rejected_before = server.requests.rejected();
     let cpu_before = cpu(UsageWho::RUSAGE_SELF);
     let jc_before = thread_cpu(controller_tid);
     let manager_before = manager_cpu();
@@ -1210,6 +1245,7 @@ async fn jobset_restart(
     )
     .await?;
     let (verbs_after, requests_after) = server.requests.snapshot();
+    let rejected = server.requests.rejected() - rejected_before;
     let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
     let jc_used = thread_cpu(controller_tid).saturating_sub(jc_before);
     let manager_used = manager_cpu().saturating_sub(manager_before);
@@ -1243,10 +1279,12 @@ async fn jobset_restart(
     let figures = JobsetFigures {
         strategy,
         startup,
+        startup_requests: requests_running - requests_created,
         restart,
         fail_seen: failed.duration_since(deleted),
         by_verb,
         requests: requests_after - requests_before,
+        rejected,
         cpu: cpu_used,
         job_controller_cpu: jc_used,
         manager_cpu: manager_used,
@@ -1278,6 +1316,8 @@ struct InPlaceCases<'a> {
     scoped: bool,
     /// Only the scoped cases.
     only_scoped: bool,
+    /// Priority and fairness off / on for the simulated in-place cases, each in turn.
+    apf: &'a [bool],
 }
 
 /// `jobset bench in-place`: processes, then in-place and `Recreate` restarts at each pod count,
@@ -1291,7 +1331,7 @@ async fn in_place_bench(
     process_pods: i32,
     cases: InPlaceCases<'_>,
 ) -> anyhow::Result<()> {
-    let InPlaceCases { modes, recreate, scoped, only_scoped } = cases;
+    let InPlaceCases { modes, recreate, scoped, only_scoped, apf } = cases;
     // Bad sizes fail before anything runs.
     let topologies = match scoped {
         true => {
@@ -1322,8 +1362,9 @@ async fn in_place_bench(
         let nodes = ((jobs * ppj) / pods_per_node.max(1)).max(1) as usize;
         println!("\n{} pods: {jobs} Jobs x {ppj} pods on {nodes} simulated nodes", jobs * ppj);
         let mut in_place = vec![];
-        for &mode in modes {
+        for (&mode, &apf) in modes.iter().flat_map(|m| apf.iter().map(move |a| (m, a))) {
             let c = manager::Controllers::InProcess;
+            let limits = Limits { apf, ..limits };
             in_place.push((mode, in_place::simulated(jobs, ppj, nodes, limits, fail_after, mode, c).await?));
         }
         let recreate = match recreate {
@@ -1365,9 +1406,10 @@ async fn in_place_bench(
     }
     println!();
     println!(
-        "| pods | runtime | create → all past the barrier | in-place restart (failure → all workers past the barrier) | Recreate restart | Recreate / in-place | API requests (in-place restart) | 429s | process CPU (restart) | RSS |"
+        "| pods | runtime | create → all past the barrier | in-place restart (failure → all workers past the barrier) | Recreate restart | Recreate / in-place | API requests (in-place restart) | 429s | process CPU (restart) | RSS | {} |",
+        in_place::CONTROLLERS_COLUMN
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     let verbs = |v: &[(&str, u64)]| {
         v.iter().filter(|(_, n)| *n > 0).map(|(v, n)| format!("{v} {n}")).collect::<Vec<_>>().join(", ")
     };
@@ -1380,14 +1422,16 @@ async fn in_place_bench(
             None => ("-".into(), "-".into()),
         };
         println!(
-            "| {pods} | {runtime} | {:.2} s | {:.3} s | {rec} | {ratio} | {} ({}) | {} | {:.1} s | {:.0} MB |",
+            "| {pods} | {runtime}{} | {:.2} s | {:.3} s | {rec} | {ratio} | {} ({}) | {} | {:.1} s | {:.0} MB | {} |",
+            f.apf_label(),
             f.startup.as_secs_f64(),
             f.restart.as_secs_f64(),
             f.requests,
             verbs(&f.by_verb),
             f.rejected,
             f.cpu.as_secs_f64(),
-            f.rss_mb
+            f.rss_mb,
+            f.controllers_cell()
         );
     };
     for (pods, modes, r) in &rows {

@@ -11,11 +11,12 @@ use anyhow::Context;
 use futures::StreamExt;
 use jobset_api::jobset::agent::AGENT_IMAGE;
 use jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT;
+use jobset_apiserver::flowcontrol::{self, LatencySnapshot, UserClass};
 use jobset_kubelet::runtime::simulated::WorkerRuns;
 use jobset_local::{LocalCluster, LocalConfig};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use nix::sys::resource::UsageWho;
 use serde_json::{Value, json};
@@ -39,6 +40,109 @@ pub(super) struct InPlaceFigures {
     /// CPU time of the `jobset manager` process during the restart (zero in-process).
     pub manager_cpu: Duration,
     pub rss_mb: f64,
+    /// API Priority and Fairness was on.
+    pub apf: bool,
+    /// The latencies of the controllers' requests (kube-controller-manager's and
+    /// kube-scheduler's, in-process) during the restart, as their clients saw them (429s and
+    /// `Retry-After` included).
+    pub controllers: LatencySnapshot,
+    /// The number and p99 of the [`Probe`]'s writes before the failure (idle) and during the
+    /// restart.
+    pub probe_p99: ((usize, Option<Duration>), (usize, Option<Duration>)),
+}
+
+/// The table column of [`InPlaceFigures::controllers_cell`].
+pub(super) const CONTROLLERS_COLUMN: &str =
+    "controllers' requests in the restart: count, p99 (probe write p99: idle → restart)";
+
+fn ms(d: Option<Duration>) -> String {
+    d.map_or("-".into(), |d| format!("{:.1} ms", d.as_secs_f64() * 1000.0))
+}
+
+impl InPlaceFigures {
+    /// `, APF on` or `, APF off`, after the runtime in the table.
+    pub(super) fn apf_label(&self) -> &'static str {
+        if self.apf { ", APF on" } else { ", APF off" }
+    }
+
+    pub(super) fn controllers_cell(&self) -> String {
+        let ((_, idle), (_, restart)) = self.probe_p99;
+        format!(
+            "{}, p99 {} (probe {} → {})",
+            self.controllers.count(),
+            ms(self.controllers.quantile(0.99)),
+            ms(idle),
+            ms(restart)
+        )
+    }
+}
+
+/// `jobset bench in-place --priority-and-fairness`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PriorityAndFairness {
+    On,
+    Off,
+    /// Each simulated in-place case without, then with.
+    Both,
+}
+
+impl PriorityAndFairness {
+    /// The settings of the simulated in-place cases, in turn.
+    pub(super) fn settings(self) -> &'static [bool] {
+        match self {
+            PriorityAndFairness::On => &[true],
+            PriorityAndFairness::Off => &[false],
+            PriorityAndFairness::Both => &[false, true],
+        }
+    }
+}
+
+/// How often the [`Probe`] writes.
+const PROBE_INTERVAL: Duration = Duration::from_millis(10);
+
+/// A controller-like write paced at [`PROBE_INTERVAL`]: a merge patch of a ConfigMap's
+/// annotation as kube-controller-manager, each one's latency noted with its start, so that the
+/// same request is measured idle and during the restart.
+struct Probe {
+    samples: Arc<Mutex<Vec<(Instant, Duration)>>>,
+    _task: AbortOnDropHandle<()>,
+}
+
+impl Probe {
+    async fn start(server: &Arc<jobset_apiserver::ApiServer>) -> anyhow::Result<Probe> {
+        let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "bench-probe"}}))?;
+        Api::<ConfigMap>::default_namespaced(server.client()).create(&PostParams::default(), &cm).await?;
+        let api: Api<ConfigMap> = Api::default_namespaced(server.client_as(flowcontrol::kube_controller_manager()));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let noted = samples.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(PROBE_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            for n in 0u64.. {
+                tick.tick().await;
+                let patch = json!({"metadata": {"annotations": {"bench.jobset.x-k8s.io/probe": n.to_string()}}});
+                let started = Instant::now();
+                if api.patch("bench-probe", &PatchParams::default(), &Patch::Merge(&patch)).await.is_ok() {
+                    noted.lock().expect("probe lock").push((started, started.elapsed()));
+                }
+            }
+        });
+        Ok(Probe { samples, _task: AbortOnDropHandle::new(task) })
+    }
+
+    /// How many writes started from `from` to `to`, and their p99.
+    fn p99(&self, from: Instant, to: Instant) -> (usize, Option<Duration>) {
+        let mut d: Vec<Duration> = self
+            .samples
+            .lock()
+            .expect("probe lock")
+            .iter()
+            .filter(|(at, _)| *at >= from && *at <= to)
+            .map(|(_, d)| *d)
+            .collect();
+        d.sort();
+        (d.len(), (!d.is_empty()).then(|| super::percentile(&d, 0.99)))
+    }
 }
 
 /// The pod template's agent sidecar and worker, as upstream's sidecar-mode example has them.
@@ -458,6 +562,7 @@ async fn measure(
     let pods_during_restart = worker_runs.is_none();
     let tracking = track(client.clone(), &name, total, worker_runs, pods_until, follow.clone(), tx);
     let jobsets: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &super::jobset_resource());
+    let probe = Probe::start(server).await?;
     let created = Instant::now();
     jobsets.create(&PostParams::default(), &js).await?;
     let (mut rx_sync, mut rx_fail, all_synced) = (rx.clone(), rx.clone(), all_at(total, 0));
@@ -483,7 +588,9 @@ async fn measure(
     // Requests and CPU from here on are the restart's.
     let (verbs_failed, requests_failed) = server.requests.snapshot();
     let rejected_failed = server.requests.rejected();
+    let controllers_failed = server.flowcontrol.latency.snapshot(UserClass::Controllers);
     let restarted = milestone(&follow, &mut rx, limit, &all_at(total, 1)).await?;
+    let controllers = server.flowcontrol.latency.snapshot(UserClass::Controllers).since(&controllers_failed);
     let (verbs_after, requests_after) = server.requests.snapshot();
     let rejected = server.requests.rejected() - rejected_failed;
     let cpu_used = cpu(UsageWho::RUSAGE_SELF) - cpu_before;
@@ -492,6 +599,20 @@ async fn measure(
     println!(
         "  worker failure → all {total} workers running past the barrier at attempt 1: {:.3} s",
         restart.as_secs_f64()
+    );
+    let apf = server.config.enable_priority_and_fairness;
+    let probe_p99 = (probe.p99(synced, failed), probe.p99(failed, restarted));
+    println!(
+        "  controllers' requests during the restart (priority and fairness {}): {}, p50 {}, p99 {}; probe (a kube-controller-manager write every {} ms): p99 idle {} ({} writes) → restart {} ({} writes)",
+        if apf { "on" } else { "off" },
+        controllers.count(),
+        ms(controllers.quantile(0.5)),
+        ms(controllers.quantile(0.99)),
+        PROBE_INTERVAL.as_millis(),
+        ms(probe_p99.0.1),
+        probe_p99.0.0,
+        ms(probe_p99.1.1),
+        probe_p99.1.0
     );
     let uids = {
         let f = follow.lock().expect("follow lock");
@@ -543,6 +664,9 @@ async fn measure(
         cpu: cpu_used,
         manager_cpu: manager_used,
         rss_mb: rss_mb(),
+        apf,
+        controllers,
+        probe_p99,
     })
 }
 
@@ -635,6 +759,7 @@ pub(super) async fn process(
         inflight: crate::up::InflightArgs {
             max_requests_inflight: limits.read_only,
             max_mutating_requests_inflight: limits.mutating,
+            enable_priority_and_fairness: limits.apf,
         },
         external: vec![],
     };
