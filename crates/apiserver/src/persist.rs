@@ -1,6 +1,7 @@
 //! Durable storage behind the in-memory store: nothing (in memory) or a redb file.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -52,7 +53,8 @@ const RV_KEY: &str = "resourceVersion";
 
 /// One redb file: every object under `storage-key\0namespace\0name`, plus the resourceVersion counter.
 pub struct Redb {
-    db: Database,
+    /// `None` between a failed I/O and the next successful re-open.
+    db: Mutex<Option<Database>>,
     path: PathBuf,
 }
 
@@ -77,17 +79,18 @@ impl Redb {
         }
         let db =
             Database::open(&path).map_err(|e| format!("{}: not a usable jobset data file: {e}", path.display()))?;
-        let me = Redb { db, path };
-        let txn = me.db.begin_read().map_err(|e| me.err(e))?;
+        let txn = db.begin_read().map_err(|e| format!("{}: {e}", path.display()))?;
         let ok = match txn.open_table(META) {
-            Ok(t) => t.get(FORMAT_KEY).map_err(|e| me.err(e))?.is_some_and(|v| v.value() == FORMAT),
+            Ok(t) => {
+                t.get(FORMAT_KEY).map_err(|e| format!("{}: {e}", path.display()))?.is_some_and(|v| v.value() == FORMAT)
+            }
             Err(_) => false,
         };
         if !ok {
-            return Err(format!("{}: not a jobset data file (format marker missing)", me.path.display()));
+            return Err(format!("{}: not a jobset data file (format marker missing)", path.display()));
         }
         drop(txn);
-        Ok(me)
+        Ok(Redb { db: Mutex::new(Some(db)), path })
     }
 
     /// Creates an empty store next to `path` and renames it into place once it is complete and
@@ -123,9 +126,39 @@ impl Redb {
     }
 }
 
+impl Redb {
+    /// The open database, opened again if an I/O error closed it.
+    fn database(&self) -> Result<std::sync::MutexGuard<'_, Option<Database>>, String> {
+        let mut db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        if db.is_none() {
+            *db = Some(Database::open(&self.path).map_err(|e| self.err(e))?);
+        }
+        Ok(db)
+    }
+
+    fn write(db: &Database, rv: u64, changes: &[PersistedChange<'_>]) -> Result<(), redb::Error> {
+        let txn = db.begin_write()?;
+        {
+            let mut table = txn.open_table(OBJECTS)?;
+            for c in changes {
+                let k = encode(c.key);
+                match c.raw {
+                    Some(raw) => table.insert(k.as_str(), raw.as_ref()).map(drop),
+                    None => table.remove(k.as_str()).map(drop),
+                }?;
+            }
+            let mut meta = txn.open_table(META)?;
+            meta.insert(RV_KEY, rv.to_be_bytes().as_slice())?;
+        }
+        Ok(txn.commit()?)
+    }
+}
+
 impl Backend for Redb {
     fn load(&self) -> Result<Loaded, String> {
-        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let db = self.database()?;
+        let db = db.as_ref().expect("opened by database()");
+        let txn = db.begin_read().map_err(|e| self.err(e))?;
         let meta = txn.open_table(META).map_err(|e| self.err(e))?;
         let rv = meta
             .get(RV_KEY)
@@ -143,21 +176,21 @@ impl Backend for Redb {
         Ok(Loaded { rv, objects })
     }
 
+    /// After a failed write (a full disk), redb refuses every later one ("Previous I/O error
+    /// occurred"): the database is closed and opened again (redb repairs it from its last
+    /// committed state), so writes succeed again once the disk has room, without a restart.
     fn persist(&self, rv: u64, changes: &[PersistedChange<'_>]) -> Result<(), String> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut table = txn.open_table(OBJECTS).map_err(|e| self.err(e))?;
-            for c in changes {
-                let k = encode(c.key);
-                match c.raw {
-                    Some(raw) => table.insert(k.as_str(), raw.as_ref()).map(drop),
-                    None => table.remove(k.as_str()).map(drop),
-                }
-                .map_err(|e| self.err(e))?;
+        let mut db = self.database()?;
+        let result = Self::write(db.as_ref().expect("opened by database()"), rv, changes);
+        match result {
+            Err(redb::Error::PreviousIo) => {
+                // Closed before it is opened again: redb holds a lock on the file.
+                *db = None;
+                drop(db);
+                let db = self.database()?;
+                Self::write(db.as_ref().expect("opened by database()"), rv, changes).map_err(|e| self.err(e))
             }
-            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            meta.insert(RV_KEY, rv.to_be_bytes().as_slice()).map_err(|e| self.err(e))?;
+            r => r.map_err(|e| self.err(e)),
         }
-        txn.commit().map_err(|e| self.err(e))
     }
 }

@@ -21,6 +21,7 @@ mod agent;
 mod apply;
 // bench.rs is maintained separately; it trips this lint on newer clippy.
 mod bench;
+mod chaos;
 mod client;
 mod cluster;
 mod delete;
@@ -129,6 +130,9 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// Run a restart-heavy scenario many times under injected faults (kill -9 of `jobset up`,
+    /// lost nodes, a full disk) and compare each end state with the fault-free one (docs/chaos.md).
+    Chaos(chaos::ChaosArgs),
     /// Print a shell completion script to stdout, e.g. `source <(jobset completion bash)`.
     Completion {
         /// The shell the script is for.
@@ -181,6 +185,8 @@ fn main() {
         // kube's request tracing logs every failed request as an error: the manager reports
         // failures itself, once, with their cause.
         Command::Manager(_) => "info,kube_client::client::builder=off",
+        // The chaos driver's requests fail by design while `jobset up` is down.
+        Command::Chaos(_) => "warn,kube_client=error,kube_client::client::builder=off",
         _ => "warn",
     };
     logging::init(cli.log_format, default_filter);
@@ -218,6 +224,7 @@ async fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Down(args) => ok(lifecycle::down(args).await),
         Command::Node { what } => ok(node::run(what).await),
         Command::Bench { what } => ok(bench::run(what).await),
+        Command::Chaos(args) => chaos::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::Apply(args) => apply::run(args).await,
         Command::Get(args) => get::run(args).await,

@@ -1,0 +1,364 @@
+//! Whether a chaos run ended as the fault-free run does: the comparison, a pure function of what
+//! the driver observed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde_json::Value;
+
+/// A workload's final status: what must be the same with and without faults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndState {
+    /// The JobSet's terminal condition (`Completed` or `Failed`) and its reason.
+    pub condition: String,
+    pub reason: String,
+    /// `status.restarts` (Recreate restarts).
+    pub restarts: i64,
+    /// `status.currentInPlaceRestartAttempt` (in-place restarts; `None` when never set).
+    pub in_place_attempt: Option<i64>,
+    /// The wrapping AppWrapper's `status.phase` and `status.retries` (AppWrapper variant).
+    pub wrapper: Option<(String, i64)>,
+}
+
+impl fmt::Display for EndState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}), restarts {}", self.condition, self.reason, self.restarts)?;
+        if let Some(a) = self.in_place_attempt {
+            write!(f, ", in-place attempt {a}")?;
+        }
+        if let Some((phase, retries)) = &self.wrapper {
+            write!(f, ", AppWrapper {phase} with {retries} retries")?;
+        }
+        Ok(())
+    }
+}
+
+/// The final status of JobSet `js` and of the AppWrapper `wrapper` around it: `None` while the
+/// JobSet has no terminal condition (`Completed` or `Failed`, status True).
+pub fn end_state(js: &Value, wrapper: Option<&Value>) -> Option<EndState> {
+    let status = js.get("status")?;
+    let terminal = status
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| matches!(c["type"].as_str(), Some("Completed" | "Failed")) && c["status"] == "True")?;
+    Some(EndState {
+        condition: terminal["type"].as_str()?.into(),
+        reason: terminal["reason"].as_str().unwrap_or_default().into(),
+        restarts: status["restarts"].as_i64().unwrap_or(0),
+        in_place_attempt: status["currentInPlaceRestartAttempt"].as_i64(),
+        wrapper: wrapper.map(|w| {
+            let phase = w.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default().to_string();
+            (phase, w.pointer("/status/retries").and_then(Value::as_i64).unwrap_or(0))
+        }),
+    })
+}
+
+/// A pod the driver's watch saw, merged over its versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodSeen {
+    pub uid: String,
+    /// Its Job (`batch.kubernetes.io/job-name`) and that Job's UID, its JobSet restart attempt and
+    /// its completion index.
+    pub job: String,
+    pub job_uid: String,
+    pub attempt: String,
+    pub index: String,
+    /// The resourceVersion of the first version seen (its creation, when the watch was up).
+    pub first_rv: u64,
+    /// The resourceVersion of the first version seen terminal (Succeeded or Failed) or
+    /// terminating (a deletionTimestamp): from then on the Job may replace it. `None`: never seen
+    /// ending (still active at the end, or it ended while the watch was down).
+    pub end_rv: Option<u64>,
+}
+
+impl PodSeen {
+    /// Merges a later version of the same pod.
+    pub fn merge(&mut self, later: &PodSeen) {
+        self.first_rv = self.first_rv.min(later.first_rv);
+        self.end_rv = match (self.end_rv, later.end_rv) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// A Job the driver's watch saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobSeen {
+    pub uid: String,
+    pub name: String,
+    /// Its `jobset.sigs.k8s.io/restart-attempt` label.
+    pub attempt: String,
+}
+
+/// Everything a run observed.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The final status, `None` if the workload did not finish in time.
+    pub end: Option<EndState>,
+    pub pods: Vec<PodSeen>,
+    pub jobs: Vec<JobSeen>,
+    /// Objects whose creation the API server acknowledged, and those present at the end.
+    pub acknowledged: Vec<String>,
+    pub present: BTreeSet<String>,
+    /// Host processes of the run still alive after `jobset up` stopped (pid and command line).
+    pub orphans: Vec<String>,
+}
+
+/// How a run differs from the fault-free run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Divergence {
+    NotFinished {
+        expected: EndState,
+    },
+    EndState {
+        expected: EndState,
+        got: EndState,
+    },
+    JobCreatedTwice {
+        name: String,
+        attempt: String,
+        uids: usize,
+    },
+    /// A pod created for a Job's index while an earlier pod of that index was still active.
+    PodCreatedTwice {
+        job: String,
+        attempt: String,
+        index: String,
+        active: String,
+        created: String,
+    },
+    LostWrites(Vec<String>),
+    Orphans(Vec<String>),
+}
+
+impl fmt::Display for Divergence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Divergence::NotFinished { expected } => write!(f, "did not finish (expected {expected})"),
+            Divergence::EndState { expected, got } => write!(f, "ended {got}, expected {expected}"),
+            Divergence::JobCreatedTwice { name, attempt, uids } => {
+                write!(f, "Job {name} created {uids} times for restart attempt {attempt}")
+            }
+            Divergence::PodCreatedTwice { job, attempt, index, active, created } => write!(
+                f,
+                "pod {created} created for index {index} of Job {job} (restart attempt {attempt}) \
+                 while pod {active} was active"
+            ),
+            Divergence::LostWrites(names) => write!(f, "acknowledged writes lost: {}", names.join(", ")),
+            Divergence::Orphans(procs) => write!(f, "orphan processes: {}", procs.join("; ")),
+        }
+    }
+}
+
+/// The ways `observed` differs from a run that ended in `expected`: the final status (condition,
+/// reason, restart counts), a Job created twice for one restart attempt, a pod created for a
+/// Job's index while the previous one was still active (neither terminal nor terminating: the
+/// Job replaces a pod only once it failed or is deleted), an acknowledged write missing, an
+/// orphan process. Pods whose end the watch missed are not compared.
+pub fn divergences(expected: &EndState, observed: &Observed) -> Vec<Divergence> {
+    let mut out = Vec::new();
+    match &observed.end {
+        None => out.push(Divergence::NotFinished { expected: expected.clone() }),
+        Some(got) if got != expected => out.push(Divergence::EndState { expected: expected.clone(), got: got.clone() }),
+        Some(_) => {}
+    }
+    let mut jobs: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for j in &observed.jobs {
+        jobs.entry((&j.name, &j.attempt)).or_default().insert(&j.uid);
+    }
+    for ((name, attempt), uids) in jobs {
+        if uids.len() > 1 {
+            out.push(Divergence::JobCreatedTwice { name: name.into(), attempt: attempt.into(), uids: uids.len() });
+        }
+    }
+    let mut pods: BTreeMap<(&str, &str), Vec<&PodSeen>> = BTreeMap::new();
+    for p in &observed.pods {
+        pods.entry((&p.job_uid, &p.index)).or_default().push(p);
+    }
+    for mut same in pods.into_values() {
+        same.sort_by_key(|p| p.first_rv);
+        for (i, earlier) in same.iter().enumerate() {
+            let Some(end) = earlier.end_rv else { continue };
+            if let Some(later) = same[i + 1..].iter().find(|l| l.first_rv < end) {
+                out.push(Divergence::PodCreatedTwice {
+                    job: earlier.job.clone(),
+                    attempt: earlier.attempt.clone(),
+                    index: earlier.index.clone(),
+                    active: earlier.uid.clone(),
+                    created: later.uid.clone(),
+                });
+            }
+        }
+    }
+    let lost: Vec<String> = observed.acknowledged.iter().filter(|n| !observed.present.contains(*n)).cloned().collect();
+    if !lost.is_empty() {
+        out.push(Divergence::LostWrites(lost));
+    }
+    if !observed.orphans.is_empty() {
+        out.push(Divergence::Orphans(observed.orphans.clone()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn completed(restarts: i64) -> EndState {
+        EndState {
+            condition: "Completed".into(),
+            reason: "AllJobsCompleted".into(),
+            restarts,
+            in_place_attempt: None,
+            wrapper: None,
+        }
+    }
+
+    /// A pod of Job `js-w-0` (UID `j<attempt>`) seen from `first` to its end at `end`.
+    fn pod(uid: &str, index: &str, attempt: &str, first: u64, end: Option<u64>) -> PodSeen {
+        PodSeen {
+            uid: uid.into(),
+            job: "js-w-0".into(),
+            job_uid: format!("j{attempt}"),
+            attempt: attempt.into(),
+            index: index.into(),
+            first_rv: first,
+            end_rv: end,
+        }
+    }
+
+    fn job(uid: &str, attempt: &str) -> JobSeen {
+        JobSeen { uid: uid.into(), name: "js-w-0".into(), attempt: attempt.into() }
+    }
+
+    fn clean() -> Observed {
+        Observed {
+            end: Some(completed(2)),
+            pods: vec![
+                pod("a", "0", "0", 10, Some(20)),
+                pod("b", "0", "1", 30, Some(40)),
+                pod("c", "0", "2", 50, None),
+            ],
+            jobs: vec![job("j0", "0"), job("j1", "1"), job("j2", "2")],
+            acknowledged: vec!["ack-0".into(), "ack-1".into()],
+            present: ["ack-0".to_string(), "ack-1".to_string(), "ack-2".to_string()].into(),
+            orphans: vec![],
+        }
+    }
+
+    #[test]
+    fn a_run_like_the_fault_free_one_has_no_divergence() {
+        assert_eq!(divergences(&completed(2), &clean()), []);
+        // A pod replaced once it ended (failed, or deleted by a lost node's eviction); another
+        // index at the same time; a pod whose end was not seen.
+        let mut o = clean();
+        o.pods.extend([pod("a2", "0", "0", 20, Some(25)), pod("a3", "0", "0", 26, None), pod("x", "1", "0", 11, None)]);
+        o.pods.push(pod("y", "1", "0", 12, None));
+        assert_eq!(divergences(&completed(2), &o), []);
+    }
+
+    #[test]
+    fn versions_of_a_pod_merge_to_its_first_sighting_and_first_end() {
+        let mut p = pod("a", "0", "0", 30, None);
+        p.merge(&pod("a", "0", "0", 35, Some(40)));
+        p.merge(&pod("a", "0", "0", 45, Some(45)));
+        assert_eq!((p.first_rv, p.end_rv), (30, Some(40)));
+    }
+
+    #[test]
+    fn each_difference_is_a_divergence() {
+        type Case = (&'static str, fn(&mut Observed), Divergence);
+        let table: [Case; 7] = [
+            ("not finished", |o| o.end = None, Divergence::NotFinished { expected: completed(2) }),
+            (
+                "one restart more",
+                |o| o.end = Some(completed(3)),
+                Divergence::EndState { expected: completed(2), got: completed(3) },
+            ),
+            (
+                "another reason",
+                |o| o.end.as_mut().unwrap().reason = "FailedJobs".into(),
+                Divergence::EndState {
+                    expected: completed(2),
+                    got: EndState { reason: "FailedJobs".into(), ..completed(2) },
+                },
+            ),
+            (
+                "a Job created twice for an attempt",
+                |o| o.jobs.push(job("j1b", "1")),
+                Divergence::JobCreatedTwice { name: "js-w-0".into(), attempt: "1".into(), uids: 2 },
+            ),
+            (
+                "a second pod for an index while the first was active",
+                |o| o.pods.push(pod("b2", "0", "1", 35, Some(45))),
+                Divergence::PodCreatedTwice {
+                    job: "js-w-0".into(),
+                    attempt: "1".into(),
+                    index: "0".into(),
+                    active: "b".into(),
+                    created: "b2".into(),
+                },
+            ),
+            ("a lost write", |o| o.acknowledged.push("ack-9".into()), Divergence::LostWrites(vec!["ack-9".into()])),
+            ("an orphan", |o| o.orphans.push("123 sleep 5".into()), Divergence::Orphans(vec!["123 sleep 5".into()])),
+        ];
+        for (what, change, want) in table {
+            let mut o = clean();
+            change(&mut o);
+            assert_eq!(divergences(&completed(2), &o), [want], "{what}");
+        }
+    }
+
+    #[test]
+    fn restart_counts_in_place_attempts_and_the_wrapper_must_all_match() {
+        let expected = EndState { in_place_attempt: Some(2), wrapper: Some(("Succeeded".into(), 0)), ..completed(0) };
+        let mut o = clean();
+        o.end = Some(expected.clone());
+        assert_eq!(divergences(&expected, &o), []);
+        for got in [
+            EndState { in_place_attempt: Some(3), ..expected.clone() },
+            EndState { in_place_attempt: None, ..expected.clone() },
+            EndState { wrapper: Some(("Succeeded".into(), 1)), ..expected.clone() },
+            EndState { wrapper: Some(("Failed".into(), 0)), ..expected.clone() },
+        ] {
+            o.end = Some(got.clone());
+            assert_eq!(divergences(&expected, &o), [Divergence::EndState { expected: expected.clone(), got }]);
+        }
+    }
+
+    #[test]
+    fn the_end_state_is_read_from_the_terminal_condition_only() {
+        let js = |conds: Value| serde_json::json!({"status": {"restarts": 2, "conditions": conds}});
+        let restarting = serde_json::json!({"type": "RestartingJobSet", "status": "True", "reason": "JobsReady"});
+        let done = serde_json::json!({"type": "Completed", "status": "True", "reason": "AllJobsCompleted"});
+        let failed_false = serde_json::json!({"type": "Failed", "status": "False", "reason": "X"});
+        assert_eq!(end_state(&js(serde_json::json!([restarting])), None), None, "not finished");
+        assert_eq!(end_state(&js(serde_json::json!([failed_false])), None), None, "a False condition");
+        assert_eq!(end_state(&serde_json::json!({}), None), None, "no status");
+        assert_eq!(end_state(&js(serde_json::json!([restarting, done])), None), Some(completed(2)));
+        let aw = serde_json::json!({"status": {"phase": "Succeeded", "retries": 1}});
+        let got = end_state(&js(serde_json::json!([done])), Some(&aw)).unwrap();
+        assert_eq!(got.wrapper, Some(("Succeeded".into(), 1)));
+        let in_place = serde_json::json!({"status": {"currentInPlaceRestartAttempt": 2, "conditions": [done]}});
+        assert_eq!(end_state(&in_place, None).unwrap().in_place_attempt, Some(2));
+    }
+
+    #[test]
+    fn divergences_say_what_differs() {
+        let d = Divergence::PodCreatedTwice {
+            job: "j".into(),
+            attempt: "1".into(),
+            index: "0".into(),
+            active: "a".into(),
+            created: "b".into(),
+        };
+        assert_eq!(d.to_string(), "pod b created for index 0 of Job j (restart attempt 1) while pod a was active");
+        let e = Divergence::EndState { expected: completed(2), got: completed(3) };
+        assert_eq!(
+            e.to_string(),
+            "ended Completed (AllJobsCompleted), restarts 3, expected Completed (AllJobsCompleted), restarts 2"
+        );
+    }
+}
