@@ -66,8 +66,10 @@ impl Obj {
             .and_then(Value::as_array)
             .map(|f| f.iter().filter_map(Value::as_str).map(str::to_string).collect())
             .unwrap_or_default();
-        let fields = def.selectable_fields.iter().map(|(_, ptr)| field_value(value.pointer(ptr))).collect();
-        let (raw, layout) = serialize(value);
+        let fields = def.selectable_fields.iter().map(|(_, ptr)| field_value(pointer(value, ptr))).collect();
+        let (mut raw, layout) = serialize(value);
+        // Kept as long as the object is: without spare capacity (a 1.3 KB pod held 2 KB).
+        raw.shrink_to_fit();
         Obj {
             raw: Bytes::from(raw),
             meta: layout.meta,
@@ -179,7 +181,7 @@ impl Obj {
         }
         let fields = def.selectable_fields.iter().zip(&self.fields);
         let field = |(ptr, kept): (&str, &String)| match ptr.strip_prefix("/status") {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => field_value(status.pointer(rest)),
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => field_value(pointer(status, rest)),
             _ => kept.clone(),
         };
         Some(fields.map(|((_, ptr), kept)| field((ptr, kept))).collect())
@@ -231,6 +233,38 @@ impl Relabel {
         };
         Relabel { bytes, rv_at, labels }
     }
+}
+
+/// `value.pointer(ptr)` (RFC 6901, as serde_json reads it) without serde_json's two string
+/// copies per reference token: a token is unescaped only when it holds a `~`. The create path
+/// reads a dozen pointers per object, which cost more than its other field reads together.
+pub fn pointer<'a>(value: &'a Value, ptr: &str) -> Option<&'a Value> {
+    if ptr.is_empty() {
+        return Some(value);
+    }
+    let rest = ptr.strip_prefix('/')?;
+    rest.split('/').try_fold(value, |target, token| {
+        let unescaped;
+        let token = if token.contains('~') {
+            unescaped = token.replace("~1", "/").replace("~0", "~");
+            unescaped.as_str()
+        } else {
+            token
+        };
+        match target {
+            Value::Object(map) => map.get(token),
+            Value::Array(list) => array_index(token).and_then(|i| list.get(i)),
+            _ => None,
+        }
+    })
+}
+
+/// An array index token as serde_json's pointer reads it: digits, no sign, no leading zero.
+fn array_index(token: &str) -> Option<usize> {
+    if token.starts_with('+') || (token.starts_with('0') && token.len() != 1) {
+        return None;
+    }
+    token.parse().ok()
 }
 
 /// A selectable field's value as the field selectors compare it.
@@ -395,6 +429,36 @@ mod tests {
             let found = |at: Range<usize>| (!at.is_empty()).then(|| serde_json::from_slice::<Value>(&raw[at]).unwrap());
             assert_eq!(found(layout.rv_at), v.pointer("/metadata/resourceVersion").cloned(), "{v}");
             assert_eq!(found(layout.status), v.get("status").cloned(), "{v}");
+        }
+    }
+
+    #[test]
+    fn a_pointer_reads_what_serde_json_s_pointer_reads() {
+        let v = json!({"a": {"b/c": 1, "d~e": [10, 11, {"": 3}], "": {"x": 4}, "0": "zero"}, "l": [[5]]});
+        let pointers = [
+            "",
+            "/",
+            "/a",
+            "/a/b~1c",
+            "/a/d~0e",
+            "/a/d~0e/1",
+            "/a/d~0e/2/",
+            "/a//x",
+            "/a/0",
+            "/l/0/0",
+            "/l/00",
+            "/l/+0",
+            "/l/-0",
+            "/l/1",
+            "/a/b~1c/x",
+            "a",
+            "/a/d~01e",
+            "/a/d~e",
+            "/missing/x",
+            "/a/d~0e/-",
+        ];
+        for p in pointers {
+            assert_eq!(pointer(&v, p), v.pointer(p), "{p:?}");
         }
     }
 

@@ -265,7 +265,11 @@ fn validate_meta(def: &ResourceDef, v: &Value) -> Vec<Cause> {
     for p in problems {
         causes.push(Cause::invalid("metadata.name", name, &p));
     }
-    causes.extend(validate_labels_and_annotations(v.pointer("/metadata/labels"), v.pointer("/metadata/annotations")));
+    let meta = v.get("metadata");
+    causes.extend(validate_labels_and_annotations(
+        meta.and_then(|m| m.get("labels")),
+        meta.and_then(|m| m.get("annotations")),
+    ));
     causes
 }
 
