@@ -34,16 +34,22 @@ pub trait Cluster {
     fn node_labels(&self, name: &str) -> impl Future<Output = Result<Map<String, Value>, Self::Error>> + Send;
 }
 
+/// `metadata.<map>.<key>`. Read by field rather than `Value::pointer`, which copies each
+/// segment twice: the server runs these reads on every pod it creates.
+fn meta_entry<'a>(pod: &'a Value, map: &str, key: &str) -> Option<&'a Value> {
+    pod.get("metadata")?.get(map)?.get(key)
+}
+
 fn annotation<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).and_then(Value::as_str)
+    meta_entry(pod, "annotations", key).and_then(Value::as_str)
 }
 
 fn label<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
-    pod.pointer("/metadata/labels").and_then(|a| a.get(key)).and_then(Value::as_str)
+    meta_entry(pod, "labels", key).and_then(Value::as_str)
 }
 
 fn has_annotation(pod: &Value, key: &str) -> bool {
-    pod.pointer("/metadata/annotations").and_then(|a| a.get(key)).is_some()
+    meta_entry(pod, "annotations", key).is_some()
 }
 
 /// The mutable object at `key` of `m`, made one if absent or not an object.
@@ -79,7 +85,7 @@ pub fn is_leader(pod: &Value) -> bool {
 /// Upstream's priority label (upstream issue 1057): `spec.priority` as a label, when set, so the
 /// pod is comparable with other exclusive pods of its priority.
 pub fn set_priority_label(pod: &mut Value) {
-    if let Some(priority) = pod.pointer("/spec/priority").and_then(Value::as_i64) {
+    if let Some(priority) = pod.get("spec").and_then(|s| s.get("priority")).and_then(Value::as_i64) {
         let labels = child(child(pod, "metadata"), "labels");
         labels.as_object_mut().expect("made an object").insert(PRIORITY.into(), json!(priority.to_string()));
     }
