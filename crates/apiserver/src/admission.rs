@@ -20,6 +20,18 @@ pub trait Lookup {
     /// The objects of resource `group`/`plural` in `namespace` whose labels `selector` matches,
     /// as stored (a webhook's LIST).
     fn list(&self, group: &str, plural: &str, namespace: &str, selector: &LabelSelector) -> Vec<Value>;
+    /// The objects of resource `group`/`plural` in `namespace` whose JSON, as serde_json writes
+    /// it (compact, as the store keeps it), contains `needle`: a hook looking for objects with
+    /// one field value parses only those that may have it (it still checks the parsed ones).
+    fn list_containing(&self, group: &str, plural: &str, namespace: &str, needle: &[u8]) -> Vec<Value> {
+        let objects = self.list(group, plural, namespace, &LabelSelector::everything());
+        objects.into_iter().filter(|v| serde_json::to_vec(v).is_ok_and(|raw| contains(&raw, needle))).collect()
+    }
+}
+
+/// Whether `needle` occurs in `haystack`.
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 pub trait AdmissionHook: Send + Sync {
@@ -217,6 +229,22 @@ mod tests {
 
     fn strings(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_needle_is_found_anywhere_in_the_bytes() {
+        let cases: [(&[u8], &[u8], bool); 7] = [
+            (b"abc", b"", true),
+            (b"", b"a", false),
+            (b"abc", b"abc", true),
+            (b"xxabcx", b"abc", true),
+            (b"ababac", b"abac", true),
+            (b"abab", b"abac", false),
+            (b"ab", b"abc", false),
+        ];
+        for (haystack, needle, want) in cases {
+            assert_eq!(contains(haystack, needle), want, "{:?} in {:?}", needle, haystack);
+        }
     }
 
     #[test]

@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 
 use crate::admission::{AdmissionHook, Lookup};
 use crate::error::Cause;
-use crate::selector::LabelSelector;
 
 /// The API group of PriorityClasses.
 pub const GROUP: &str = "scheduling.k8s.io";
@@ -179,7 +178,8 @@ pub fn validate_priority_class(pc: &Value, old: Option<&Value>) -> Vec<Cause> {
 /// (more than one can exist after a race); the first in name order among equals.
 fn default_class(lookup: &dyn Lookup) -> Option<Value> {
     let mut found: Option<Value> = None;
-    for pc in lookup.list(GROUP, PLURAL, "", &LabelSelector::everything()) {
+    // Every pod create asks: only the classes whose bytes may mark them default are parsed.
+    for pc in lookup.list_containing(GROUP, PLURAL, "", br#""globalDefault":true"#) {
         if global_default(&pc) && found.as_ref().is_none_or(|d| value_of(d) > value_of(&pc)) {
             found = Some(pc);
         }
@@ -293,6 +293,7 @@ impl AdmissionHook for PodPriority {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::selector::LabelSelector;
 
     /// Stored PriorityClasses, as the store's lookup answers for them.
     struct Classes(Vec<Value>);

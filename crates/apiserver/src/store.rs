@@ -620,6 +620,13 @@ impl crate::admission::Lookup for Txn<'_> {
         let storage = format!("{group}/{plural}");
         self.objects_in(&storage, namespace).iter().filter(|o| selector.matches(&o.labels)).map(|o| o.value()).collect()
     }
+
+    fn list_containing(&self, group: &str, plural: &str, namespace: &str, needle: &[u8]) -> Vec<serde_json::Value> {
+        let storage = format!("{group}/{plural}");
+        let finder = memchr::memmem::Finder::new(needle);
+        let objects = self.objects_in(&storage, namespace);
+        objects.iter().filter(|o| finder.find(&o.raw).is_some()).map(|o| o.value()).collect()
+    }
 }
 
 impl Txn<'_> {
@@ -697,6 +704,45 @@ mod tests {
                 assert_eq!(names(txn.list("", "pods", "default", &app_x)), ["a", "e"]);
                 assert_eq!(names(txn.list("", "pods", "other", &LabelSelector::everything())), ["d"]);
                 assert!(txn.list("", "nodes", "", &app_x).is_empty());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn an_admission_lookup_lists_the_objects_whose_stored_json_contains_a_needle_as_the_default_does() {
+        use crate::admission::Lookup;
+        /// The trait's default `list_containing`, over the transaction's `list`.
+        struct Default<'t, 'a>(&'t Txn<'a>);
+        impl Lookup for Default<'_, '_> {
+            fn get(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
+                Lookup::get(self.0, group, plural, ns, name)
+            }
+            fn list(&self, g: &str, p: &str, ns: &str, s: &crate::selector::LabelSelector) -> Vec<Value> {
+                self.0.list(g, p, ns, s)
+            }
+        }
+        let (store, def) = pods_store();
+        let pod = |name: &str, spec: Value| json!({"metadata": {"name": name, "namespace": "default"}, "spec": spec});
+        store
+            .write(|txn| {
+                txn.put(&def, pod("a", json!({"hostNetwork": true})));
+                txn.put(&def, pod("b", json!({"hostNetwork": false})));
+                txn.put(&def, pod("c", json!({"x": {"hostNetwork": true}})));
+                Ok(())
+            })
+            .unwrap();
+        let names = |found: Vec<Value>| -> Vec<String> {
+            found.iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_string()).collect()
+        };
+        store
+            .write(|txn| {
+                txn.put(&def, pod("d", json!({"hostNetwork": true})));
+                let needle = br#""hostNetwork":true"#;
+                let found = names(txn.list_containing("", "pods", "default", needle));
+                assert_eq!(found, ["a", "c", "d"], "stored and the transaction's own writes");
+                assert_eq!(found, names(Default(txn).list_containing("", "pods", "default", needle)));
+                assert!(txn.list_containing("", "pods", "other", needle).is_empty());
                 Ok(())
             })
             .unwrap();
