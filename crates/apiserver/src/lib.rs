@@ -11,6 +11,7 @@ pub mod crd_schema;
 pub mod discovery;
 pub mod error;
 mod events;
+pub mod fixtures;
 pub mod flowcontrol;
 pub mod http;
 pub mod logs;

@@ -1409,11 +1409,16 @@ mod tests {
         }
     }
 
+    fn backoff() -> Backoff {
+        Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) }
+    }
+
+    fn summary(policy: RestartPolicy, init: Vec<ContainerSpec>, containers: Vec<ContainerSpec>) -> PodSpecSummary {
+        PodSpecSummary { restart_policy: policy, init, containers, active_deadline: None }
+    }
+
     fn pod(policy: RestartPolicy, init: Vec<ContainerSpec>, containers: Vec<ContainerSpec>) -> PodMachine {
-        PodMachine::new(
-            PodSpecSummary { restart_policy: policy, init, containers, active_deadline: None },
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) },
-        )
+        PodMachine::new(summary(policy, init, containers), backoff())
     }
 
     fn one(policy: RestartPolicy) -> PodMachine {
@@ -2112,14 +2117,8 @@ mod tests {
     #[test]
     fn a_pod_whose_running_containers_the_runtime_kept_is_adopted_else_lost() {
         let s = |v: serde_json::Value| -> PodStatus { serde_json::from_value(v).unwrap() };
-        let spec_ = PodSpecSummary {
-            restart_policy: RestartPolicy::Never,
-            init: vec![spec("agent", Sidecar)],
-            containers: vec![spec("main", Regular)],
-            active_deadline: None,
-        };
-        let backoff =
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let spec_ = summary(RestartPolicy::Never, vec![spec("agent", Sidecar)], vec![spec("main", Regular)]);
+        let backoff = backoff();
         let cs = |name: &str, id: &str, rc: i32, state: serde_json::Value, last: serde_json::Value| {
             serde_json::json!({"name": name, "image": "", "imageID": "", "ready": true, "started": true,
                 "restartCount": rc, "containerID": id, "state": state, "lastState": last})
@@ -2214,14 +2213,8 @@ mod tests {
 
     #[test]
     fn an_adopted_pod_restarts_a_sidecar_that_ended_while_the_agent_was_down() {
-        let spec_ = PodSpecSummary {
-            restart_policy: RestartPolicy::Never,
-            init: vec![spec("agent", Sidecar)],
-            containers: vec![spec("main", Regular)],
-            active_deadline: None,
-        };
-        let backoff =
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let spec_ = summary(RestartPolicy::Never, vec![spec("agent", Sidecar)], vec![spec("main", Regular)]);
+        let backoff = backoff();
         let status: PodStatus = serde_json::from_value(serde_json::json!({"phase": "Running",
             "conditions": [{"type": "Initialized", "status": "True"}],
             "initContainerStatuses": [{"name": "agent", "image": "", "imageID": "", "ready": false, "restartCount": 0,
@@ -2242,14 +2235,8 @@ mod tests {
 
     #[test]
     fn an_adopted_container_that_was_waiting_to_restart_restarts_at_once() {
-        let spec_ = PodSpecSummary {
-            restart_policy: RestartPolicy::Always,
-            init: vec![],
-            containers: vec![spec("main", Regular)],
-            active_deadline: None,
-        };
-        let backoff =
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let spec_ = summary(RestartPolicy::Always, vec![], vec![spec("main", Regular)]);
+        let backoff = backoff();
         let status: PodStatus = serde_json::from_value(serde_json::json!({"phase": "Running",
             "conditions": [{"type": "Initialized", "status": "True"}],
             "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": false, "restartCount": 2,
@@ -2275,8 +2262,7 @@ mod tests {
             containers: vec![spec("main", Regular)],
             active_deadline: None,
         };
-        let backoff =
-            Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) };
+        let backoff = backoff();
         let running = serde_json::json!({"running": {"startedAt": "2024-01-01T00:00:00Z"}});
         let done = serde_json::json!({"terminated": {"exitCode": 0, "reason": "Completed"}});
         let waiting = serde_json::json!({"waiting": {"reason": "PodInitializing"}});
