@@ -1059,6 +1059,9 @@ impl PodMachine {
     ///   terminated keep that termination (a container waiting to restart gets its last one).
     /// - Else [`Found::Fresh`].
     ///
+    /// A pod restart (`RestartAllContainers`) under way (phase Pending with the condition) goes
+    /// on from where it was: what still runs is stopped, then the pod starts over.
+    ///
     /// A pod caught while initializing is not adopted (it is Lost): init containers are short,
     /// and their order would have to be rebuilt.
     pub fn after_agent_restart(
@@ -1085,10 +1088,14 @@ impl PodMachine {
         kept: &std::collections::HashSet<String>,
     ) -> Option<PodMachine> {
         let condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t && c.status == "True");
-        // Phase Pending with Initialized: a pod restarting all its containers (its condition may
-        // already be False again while they are down): not adopted.
-        let running = status.phase.as_deref() == Some("Running");
-        if kept.is_empty() || !running || !condition("Initialized") || condition(ALL_RESTARTING) {
+        let has_condition = |t: &str| status.conditions.iter().flatten().any(|c| c.type_ == t);
+        let phase = status.phase.as_deref();
+        // Pending with the condition (True, or False again once everything is down): a pod
+        // restart (`RestartAllContainers`) under way.
+        if !kept.is_empty() && phase == Some("Pending") && has_condition(ALL_RESTARTING) {
+            return Some(Self::adopted_restarting(spec, backoff, status, at, kept, condition(ALL_RESTARTING)));
+        }
+        if kept.is_empty() || phase != Some("Running") || !condition("Initialized") || condition(ALL_RESTARTING) {
             return None;
         }
         let policy = spec.restart_policy;
@@ -1143,6 +1150,64 @@ impl PodMachine {
         m.initialized = true;
         m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
         Some(m)
+    }
+
+    /// A pod restart found under way: it goes on from where it is. Everything still running is
+    /// stopped (kept runs are killed by the worker: `Running` with `stopping`; others are gone),
+    /// then the pod starts over as [`PodMachine::restart_pod`] does; containers already waiting
+    /// to start again (the restart had begun) keep their count.
+    fn adopted_restarting(
+        spec: PodSpecSummary,
+        backoff: Backoff,
+        status: &PodStatus,
+        at: Timestamp,
+        kept: &std::collections::HashSet<String>,
+        announced: bool,
+    ) -> PodMachine {
+        let mut m = PodMachine::new(spec, backoff);
+        let groups = [(&mut m.init, &status.init_container_statuses), (&mut m.containers, &status.container_statuses)];
+        for (runs, statuses) in groups {
+            for run in runs.iter_mut() {
+                let Some(cs) = statuses.iter().flatten().find(|s| s.name == run.spec.name) else { continue };
+                let state = cs.state.clone().unwrap_or_default();
+                run.restart_count = cs.restart_count.max(0) as u32;
+                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
+                run.last =
+                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                run.state = if let Some(t) = &state.terminated {
+                    CState::Terminated(from_api_termination(t, at))
+                } else if let Some(r) = &state.running {
+                    let started_at = r.started_at.as_ref().map(|t| t.0);
+                    if run.container_id.as_ref().is_some_and(|id| kept.contains(id)) {
+                        CState::Running {
+                            started_at: started_at.unwrap_or(at),
+                            ready: false,
+                            stopping: true,
+                            post_started: true,
+                            startup_ok: cs.started == Some(true),
+                            probe_ready: false,
+                        }
+                    } else {
+                        CState::Terminated(Termination {
+                            exit_code: 137,
+                            reason: LOST_CONTAINER_REASON.into(),
+                            message: Some(LOST_CONTAINER_MESSAGE.into()),
+                            started_at,
+                            finished_at: at,
+                            container_id: run.container_id.clone(),
+                        })
+                    }
+                } else {
+                    CState::Waiting
+                };
+            }
+        }
+        m.stage = Stage::Restarting { until: at };
+        m.pod_restarting = true;
+        m.all_restarting = Some(announced);
+        m.initialized = status.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == "True");
+        m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
+        m
     }
 
     /// See [`PodMachine::after_agent_restart`]: `None` when nothing had started.
@@ -2168,7 +2233,7 @@ mod tests {
                 false,
             ),
             (
-                "a_pod_whose_containers_are_all_down_for_a_pod_restart_is_not_adopted",
+                "a_pending_pod_without_a_pod_restart_under_way_is_not_adopted",
                 {
                     let mut st = status(
                         &initialized,
@@ -2209,6 +2274,33 @@ mod tests {
                 Found::Fresh => panic!("{name}: fresh"),
             }
         }
+    }
+
+    #[test]
+    fn a_pod_restart_under_way_is_adopted_stops_what_still_runs_then_starts_over() {
+        let spec_ = summary(RestartPolicy::Never, vec![spec("agent", Sidecar)], vec![spec("main", Regular)]);
+        let status: PodStatus = serde_json::from_value(serde_json::json!({"phase": "Pending",
+            "conditions": [{"type": "Initialized", "status": "True"}, {"type": ALL_RESTARTING, "status": "True"}],
+            "initContainerStatuses": [{"name": "agent", "image": "", "imageID": "", "ready": false, "restartCount": 0,
+                "containerID": "process://1-1", "state": {"terminated": {"exitCode": 143, "reason": "Error"}}}],
+            "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": false, "started": true,
+                "restartCount": 0, "containerID": "process://2-2",
+                "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}]}))
+        .unwrap();
+        let kept = ["process://1-1".to_string(), "process://2-2".to_string()].into_iter().collect();
+        let Found::Adopted(m) = PodMachine::after_agent_restart(spec_, backoff(), &status, t(100), &kept) else {
+            panic!("adopted")
+        };
+        assert_eq!(m.stage, Stage::Restarting { until: t(100) });
+        assert!(matches!(m.container(MAIN).state, CState::Running { stopping: true, .. }), "main is to be stopped");
+        assert_eq!(m.next_wakeup(), None, "nothing starts while main still runs");
+        // Main's kill lands: the pod starts over, every container counting a restart.
+        let (m, fx) = run(m, vec![exited(MAIN, 0, 137, 101)]);
+        assert!(fx.contains(&Start(CRef::init(0))), "the sidecar starts first: {fx:?}");
+        assert_eq!((m.container(CRef::init(0)).restart_count, m.container(MAIN).restart_count), (1, 1));
+        let out = m.status(&placement(), &mut ConditionClock::default(), t(101));
+        let restarting = out.conditions.unwrap().into_iter().find(|c| c.type_ == ALL_RESTARTING).unwrap();
+        assert_eq!(restarting.status, "False");
     }
 
     #[test]

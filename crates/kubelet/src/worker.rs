@@ -300,12 +300,17 @@ impl Worker {
             if !matches!(run.state, CState::Running { .. }) || run.restart_count != a.restart_count {
                 continue;
             }
+            // A pod restart under way stops what still runs.
+            let stop = matches!(run.state, CState::Running { stopping: true, .. });
             let mut probes = ContainerProbes::of(&self.container_spec(c));
             probes.post_start = None;
             let age = Timestamp::now().duration_since(a.started_at);
             let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
             let now = tokio::time::Instant::now();
             self.follow(c, a.restart_count, &a.id, a.exit, probes, now.checked_sub(age).unwrap_or(now));
+            if stop {
+                self.ctx.runtime.kill(&a.id, Duration::ZERO);
+            }
         }
     }
 
