@@ -1020,6 +1020,15 @@ pub const LOST_POD_MESSAGE: &str = "the node agent restarted and the pod's conta
 pub const LOST_CONTAINER_REASON: &str = "ContainerStatusUnknown";
 pub const LOST_CONTAINER_MESSAGE: &str = "The container could not be located when the pod was terminated";
 
+/// Takes a run's restart count, container ID and last termination from its reported status;
+/// returns its reported state.
+fn seed(run: &mut ContainerRun, cs: &k8s_openapi::api::core::v1::ContainerStatus, at: Timestamp) -> ApiState {
+    run.restart_count = cs.restart_count.max(0) as u32;
+    run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
+    run.last = cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+    cs.state.clone().unwrap_or_default()
+}
+
 fn from_api_termination(t: &ContainerStateTerminated, at: Timestamp) -> Termination {
     Termination {
         exit_code: t.exit_code,
@@ -1104,11 +1113,7 @@ impl PodMachine {
         for (runs, statuses) in groups {
             for run in runs.iter_mut() {
                 let cs = statuses.iter().flatten().find(|s| s.name == run.spec.name)?;
-                let state = cs.state.clone().unwrap_or_default();
-                run.restart_count = cs.restart_count.max(0) as u32;
-                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
-                run.last =
-                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                let state = seed(run, cs, at);
                 run.started_once = cs.started == Some(true) || run.spec.kind == ContainerKind::Sidecar;
                 run.state = if let Some(t) = &state.terminated {
                     let t = from_api_termination(t, at);
@@ -1169,11 +1174,7 @@ impl PodMachine {
         for (runs, statuses) in groups {
             for run in runs.iter_mut() {
                 let Some(cs) = statuses.iter().flatten().find(|s| s.name == run.spec.name) else { continue };
-                let state = cs.state.clone().unwrap_or_default();
-                run.restart_count = cs.restart_count.max(0) as u32;
-                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
-                run.last =
-                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                let state = seed(run, cs, at);
                 run.state = if let Some(t) = &state.terminated {
                     CState::Terminated(from_api_termination(t, at))
                 } else if let Some(r) = &state.running {
@@ -1218,11 +1219,7 @@ impl PodMachine {
         for (runs, statuses) in groups {
             for run in runs.iter_mut() {
                 let Some(cs) = statuses.iter().flatten().find(|s| s.name == run.spec.name) else { continue };
-                let state = cs.state.clone().unwrap_or_default();
-                run.restart_count = cs.restart_count.max(0) as u32;
-                run.container_id = cs.container_id.clone().filter(|id| !id.is_empty());
-                run.last =
-                    cs.last_state.as_ref().and_then(|l| l.terminated.as_ref()).map(|t| from_api_termination(t, at));
+                let state = seed(run, cs, at);
                 if let Some(t) = &state.terminated {
                     run.state = CState::Terminated(from_api_termination(t, at));
                 } else if state.running.is_some() || run.container_id.is_some() {
