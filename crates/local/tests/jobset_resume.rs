@@ -65,12 +65,14 @@ async fn resuming_after_a_node_selector_change_while_suspended_runs_the_jobs_wit
     let nodes: Api<Node> = Api::all(c.client());
     let listed = nodes.list(&ListParams::default()).await.unwrap();
     let target = name_of(listed.items.last().expect("a node"));
-    let mut updated = jobsets.get(name).await.unwrap();
-    let rj = &mut updated.spec.replicated_jobs[0];
-    let mut template = serde_json::to_value(&rj.template).unwrap();
-    template["spec"]["template"]["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": target});
-    rj.template = serde_json::from_value(template).unwrap();
-    jobsets.replace(name, &PostParams::default(), &updated).await.expect("template change while suspended");
+    // A JSON patch carries no resourceVersion, so the controller's concurrent status writes cannot
+    // make it conflict (a read-modify-replace here raced them: 409 in CI).
+    let set_selector: json_patch::Patch = serde_json::from_value(json!([{
+        "op": "add", "path": "/spec/replicatedJobs/0/template/spec/template/spec/nodeSelector",
+        "value": {"kubernetes.io/hostname": target}
+    }]))
+    .unwrap();
+    jobsets.patch(name, &pp, &Patch::Json::<()>(set_selector)).await.expect("template change while suspended");
     jobsets.patch(name, &pp, &Patch::Merge(json!({"spec": {"suspend": false}}))).await.unwrap();
 
     // The Jobs resume with the new nodeSelector and their pods run on the chosen node.
