@@ -237,6 +237,11 @@ pub(crate) struct Inflight {
 }
 
 impl Inflight {
+    /// Whether either limit is set (a request may be answered 429).
+    pub(crate) fn limited(&self) -> bool {
+        self.read_only.is_some() || self.mutating.is_some()
+    }
+
     pub(crate) fn new(config: &ServerConfig) -> Inflight {
         let limit = |n: Option<usize>| {
             n.filter(|&n| n > 0)
@@ -295,7 +300,9 @@ pub const TOO_MANY_REQUESTS_MESSAGE: &str = "Too many requests, please try again
 /// In front of every handler: priority and fairness when enabled, else the in-flight limits.
 async fn limit_requests(State(server): State<Arc<ApiServer>>, req: Request, next: axum::middleware::Next) -> Response {
     if server.config.enable_priority_and_fairness {
-        priority_and_fairness(server, req, next).await
+        // Boxed: its future is large, and the middleware's own box of this one would otherwise
+        // be that large for every request (a large allocation costs more than a small one).
+        Box::pin(priority_and_fairness(server, req, next)).await
     } else {
         limit_inflight(server, req, next).await
     }
@@ -718,7 +725,10 @@ fn decode_continue(token: &str) -> Result<(String, String)> {
 /// whatever its status (as kube-apiserver's warning recorder writes them).
 async fn resource(server: Arc<ApiServer>, rp: ResPath, req: Request) -> Result<Response> {
     let ctx = server.ctx(req.extensions().get::<User>());
-    let mut resp = serve_resource(server.clone(), &ctx, rp, req).await.unwrap_or_else(IntoResponse::into_response);
+    // Boxed: its future is kilobytes, and each async fn around it would move it whole once more
+    // (4 copies, 9k instructions of a pod create's 212k, before).
+    let mut resp =
+        Box::pin(serve_resource(server.clone(), &ctx, rp, req)).await.unwrap_or_else(IntoResponse::into_response);
     for w in crate::admission::warning_headers(&ctx.take_warnings()) {
         if let Ok(v) = http::HeaderValue::from_bytes(w.as_bytes()) {
             resp.headers_mut().append(header::WARNING, v);

@@ -60,6 +60,67 @@ async fn timed<T>(
     answer
 }
 
+/// The in-process clients' retries: kube's own client's (`RetryPolicy::server_retry`: 429, 503
+/// and 504, with `Retry-After`), but a request is kept for a retry only when this server may
+/// answer it with one of those: with in-flight limits or priority and fairness limiting, for
+/// any request; else for reads (504 while a resourceVersion is awaited), evictions (429 from a
+/// disruption budget), and while admission webhooks or policies are registered (their own
+/// codes). A copy of every request cost 4k of the 318k instructions of an in-process pod create.
+#[derive(Clone)]
+struct InProcessRetry {
+    policy: kube::client::retry::RetryPolicy,
+    server: std::sync::Weak<ApiServer>,
+}
+
+impl InProcessRetry {
+    fn new(server: &Arc<ApiServer>) -> InProcessRetry {
+        InProcessRetry { policy: kube::client::retry::RetryPolicy::server_retry(), server: Arc::downgrade(server) }
+    }
+}
+
+impl ApiServer {
+    /// Whether this server may answer `method path` 429, 503 or 504 (see [`InProcessRetry`]).
+    fn may_answer_retryable(&self, method: &::http::Method, path: &str) -> bool {
+        self.flowcontrol.limited()
+            || self.inflight.limited()
+            || method == ::http::Method::GET
+            || path.ends_with("/eviction")
+            || {
+                let r = self.webhooks.registered(&self.store);
+                !r.hooks.is_empty() || !r.policies.is_empty()
+            }
+    }
+}
+
+type ClientRequest = ::http::Request<kube::client::Body>;
+
+impl<Res> tower::retry::Policy<ClientRequest, ::http::Response<Res>, tower::BoxError> for InProcessRetry {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        req: &mut ClientRequest,
+        result: &mut Result<::http::Response<Res>, tower::BoxError>,
+    ) -> Option<Self::Future> {
+        self.policy.retry(req, result)
+    }
+
+    fn clone_request(&mut self, req: &ClientRequest) -> Option<ClientRequest> {
+        let server = self.server.upgrade()?;
+        if !server.may_answer_retryable(req.method(), req.uri().path()) {
+            return None;
+        }
+        // The copy kube's policy makes, without rebuilding the header map.
+        let mut copy = ::http::Request::new(req.body().try_clone()?);
+        *copy.method_mut() = req.method().clone();
+        *copy.uri_mut() = req.uri().clone();
+        *copy.version_mut() = req.version();
+        *copy.headers_mut() = req.headers().clone();
+        *copy.extensions_mut() = req.extensions().clone();
+        Some(copy)
+    }
+}
+
 /// Namespaces every cluster starts with.
 pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
@@ -155,7 +216,7 @@ impl ApiServer {
     /// with kube's `RetryPolicy::server_retry()`, which waits the server's `Retry-After`.
     pub fn client(self: &Arc<Self>) -> kube::Client {
         let service = tower::ServiceBuilder::new()
-            .layer(tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()))
+            .layer(tower::retry::RetryLayer::new(InProcessRetry::new(self)))
             .map_err(tower::BoxError::from)
             .service(self.router());
         kube::Client::new(service, "default")
@@ -172,7 +233,7 @@ impl ApiServer {
         let fc = self.flowcontrol.clone();
         let service = tower::ServiceBuilder::new()
             .map_future(move |call| timed(fc.clone(), class, call))
-            .layer(tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry()))
+            .layer(tower::retry::RetryLayer::new(InProcessRetry::new(self)))
             .map_err(tower::BoxError::from)
             // Inside the retry layer: every attempt carries who sends it.
             .map_request(move |mut req: ::http::Request<kube::client::Body>| {
@@ -350,17 +411,38 @@ impl ApiServer {
         })
     }
 
-    /// Runs the garbage collector every `gc_interval` until the server is dropped elsewhere.
+    /// Runs the server's background deletions until the server is dropped elsewhere: the garbage
+    /// collector every `gc_interval`, and the expiry of Events a TTL after their last write
+    /// (`store.event_ttl`, as kube-apiserver's `--event-ttl`), each when it is due.
     pub fn spawn_gc(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(self);
         let every = self.config.gc_interval;
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(every);
             loop {
-                tick.tick().await;
-                let Some(s) = weak.upgrade() else { return };
-                if let Err(e) = s.collect_garbage() {
-                    tracing::warn!(error = %e, "garbage collection failed");
+                let Some(next_expiry) = weak.upgrade().map(|s| s.store.next_event_expiry()) else { return };
+                let expiry = async {
+                    match next_expiry {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    _ = tick.tick() => {
+                        let Some(s) = weak.upgrade() else { return };
+                        if let Err(e) = s.collect_garbage() {
+                            tracing::warn!(error = %e, "garbage collection failed");
+                        }
+                    }
+                    _ = expiry => {
+                        let Some(s) = weak.upgrade() else { return };
+                        if let Err(e) = s.store.expire_events(tokio::time::Instant::now()) {
+                            tracing::warn!(error = %e, "deleting expired events failed");
+                            // Not again at once: they are still due.
+                            drop(s);
+                            tokio::time::sleep(every).await;
+                        }
+                    }
                 }
             }
         })

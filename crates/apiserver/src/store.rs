@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
+use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::object::{Obj, meta_mut};
@@ -56,13 +58,38 @@ pub struct StoreConfig {
     /// its channel carries only that value's events, and there is one channel per value watched,
     /// so it is smaller.
     pub route_buffer: usize,
+    /// How long an Event is kept after its last write (kube-apiserver's `--event-ttl`, 1 h;
+    /// there an etcd lease, renewed by each write). Zero: kept until deleted, as there.
+    pub event_ttl: Duration,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        StoreConfig { watch_history: 10_000, watch_buffer: 20_000, route_buffer: 1024 }
+        StoreConfig {
+            watch_history: 10_000,
+            watch_buffer: 20_000,
+            route_buffer: 1024,
+            event_ttl: Duration::from_secs(3600),
+        }
     }
 }
+
+/// The storage key of core/v1 Events (events.k8s.io/v1 is served over it).
+const EVENTS: &str = "/events";
+
+/// Event writes whose TTL runs out by `Expiry::at`, oldest first. Each write pushes one, so a
+/// deadline whose Event has been written since (another resourceVersion) or deleted is stale
+/// and skipped.
+#[derive(Debug)]
+struct Expiry {
+    at: Instant,
+    /// (namespace, name).
+    key: (String, String),
+    rv: u64,
+}
+
+/// Events deleted by one write, at most: a burst of expiries does not hold the store's lock for long.
+const EXPIRY_BATCH: usize = 1000;
 
 struct Table {
     objects: BTreeMap<(String, String), Arc<Obj>>,
@@ -152,6 +179,11 @@ pub struct Store {
     /// The resourceVersion of the last committed write, for readers that wait for one
     /// ([`Store::wait_for_rv`]).
     rv_tx: tokio::sync::watch::Sender<u64>,
+    /// When Events expire, in the order they were written (taken after the state's lock).
+    expiring: Mutex<VecDeque<Expiry>>,
+    /// Held by [`Store::expire_events`] throughout, so that only one caller takes from the front
+    /// of `expiring` (taken before the state's lock).
+    sweeping: Mutex<()>,
 }
 
 /// Why [`Store::list_at`] cannot serve a resourceVersion.
@@ -204,9 +236,19 @@ impl Store {
         for t in state.tables.values_mut() {
             t.compacted = loaded.rv;
         }
+        // Loaded Events expire a TTL after the store opened (their last write's time is not stored).
+        let mut expiring = VecDeque::new();
+        if !config.event_ttl.is_zero()
+            && let Some(events) = state.tables.get(EVENTS)
+        {
+            let at = Instant::now() + config.event_ttl;
+            expiring.extend(events.objects.iter().map(|(key, o)| Expiry { at, key: key.clone(), rv: o.rv }));
+        }
         let rv_tx = tokio::sync::watch::Sender::new(loaded.rv);
         Ok(Store {
             rv_tx,
+            expiring: Mutex::new(expiring),
+            sweeping: Mutex::new(()),
             state: Mutex::new(state),
             backend,
             registry,
@@ -370,6 +412,11 @@ impl Store {
         let admission_changed = changes.iter().any(|c| c.def.group == crate::webhook::GROUP);
         for change in changes {
             let Change { key, def, obj, prev, kind } = change;
+            if key.0 == EVENTS && kind != EventType::Deleted && !self.config.event_ttl.is_zero() {
+                let at = Instant::now() + self.config.event_ttl;
+                let expiry = Expiry { at, key: (key.1.clone(), key.2.clone()), rv: obj.rv };
+                self.expiring.lock().unwrap_or_else(|e| e.into_inner()).push_back(expiry);
+            }
             index(&mut state, &key, prev.as_ref(), if kind == EventType::Deleted { None } else { Some(&obj) });
             let table = state.table(&def.storage_key(), &self.config);
             match kind {
@@ -399,6 +446,43 @@ impl Store {
 }
 
 impl Store {
+    /// When the next Event may expire: the oldest pending deadline, or a TTL from now when none
+    /// is pending (an Event written later expires later than that). `None`: Events do not expire.
+    pub fn next_event_expiry(&self) -> Option<Instant> {
+        if self.config.event_ttl.is_zero() {
+            return None;
+        }
+        let expiring = self.expiring.lock().unwrap_or_else(|e| e.into_inner());
+        Some(expiring.front().map_or_else(|| Instant::now() + self.config.event_ttl, |e| e.at))
+    }
+
+    /// Deletes the Events not written for a TTL by `now` (at most [`EXPIRY_BATCH`] in one write;
+    /// call again while it returns that many), as kube-apiserver's lease expiry does: finalizers
+    /// are not waited for, and watchers see DELETED. Returns how many deadlines it used up.
+    pub fn expire_events(&self, now: Instant) -> Result<usize, ApiError> {
+        let _sweeping = self.sweeping.lock().unwrap_or_else(|e| e.into_inner());
+        let due: Vec<((String, String), u64)> = {
+            let expiring = self.expiring.lock().unwrap_or_else(|e| e.into_inner());
+            expiring.iter().take(EXPIRY_BATCH).take_while(|e| e.at <= now).map(|e| (e.key.clone(), e.rv)).collect()
+        };
+        if due.is_empty() {
+            return Ok(0);
+        }
+        let def = self.registry.get("", "v1", "events").expect("built in");
+        self.write(|txn| {
+            for ((ns, name), rv) in &due {
+                let key = Txn::key(&def, ns, name);
+                if txn.get(&key).is_some_and(|o| o.rv == *rv) {
+                    txn.remove(&def, &key);
+                }
+            }
+            Ok(())
+        })?;
+        // Writes only push to the back meanwhile.
+        self.expiring.lock().unwrap_or_else(|e| e.into_inner()).drain(..due.len());
+        Ok(due.len())
+    }
+
     /// Serves (or stops serving) what a CustomResourceDefinition defines.
     fn crd_changed(&self, ev: &Event) {
         let v = ev.obj.value();

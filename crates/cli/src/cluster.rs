@@ -32,6 +32,8 @@ pub struct ClusterOptions {
     pub kubeconfig: PathBuf,
     pub gc_interval: Duration,
     pub watch_history: usize,
+    /// How long an Event is kept after its last write (`--event-ttl`; zero: kept).
+    pub event_ttl: Duration,
     /// Local nodes (and the controllers); `None`: only the API server (and its GC).
     pub nodes: Option<Vec<NodeConfig>>,
     pub runtime: String,
@@ -132,6 +134,7 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
     let creds = tls::load_or_create(&opts.state_dir).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut config = ServerConfig { gc_interval: opts.gc_interval, ..ServerConfig::default() };
     config.store.watch_history = opts.watch_history;
+    config.store.event_ttl = opts.event_ttl;
     config.log_dir = Some(opts.state_dir.join("logs"));
     config.max_requests_inflight = opts.inflight.max_requests_inflight;
     config.max_mutating_requests_inflight = opts.inflight.max_mutating_requests_inflight;

@@ -184,6 +184,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<i32> {
             kubeconfig: dir.path().join("kubeconfig"),
             gc_interval: Duration::from_secs(5),
             watch_history: 10_000,
+            event_ttl: jobset_apiserver::store::StoreConfig::default().event_ttl,
             nodes: Some(nodes),
             runtime: args.runtime.clone(),
             timing: args.timing.clone(),

@@ -45,6 +45,10 @@ pub struct UpArgs {
     /// Events of history kept per resource for watches that resume from a resourceVersion.
     #[arg(long, default_value_t = 10_000)]
     pub watch_history: usize,
+    /// Amount of time to retain events (kube-apiserver's `--event-ttl`): an Event is deleted this
+    /// long after its last write; 0s keeps them.
+    #[arg(long, default_value = "1h", value_parser = crate::parse_duration)]
+    pub event_ttl: Duration,
     /// Run this many identical nodes (node-0, node-1, ...) with the controllers; 0 runs the API
     /// server alone. Without it (and without --nodes-file), one node named after this host.
     /// Process nodes get this machine's capacity, simulated ones 32 CPUs, 256Gi and 110 pods.
@@ -149,6 +153,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         port: args.port,
         gc_interval: args.gc_interval,
         watch_history: args.watch_history,
+        event_ttl: args.event_ttl,
         nodes,
         runtime: args.runtime.clone(),
         timing: args.timing.clone(),

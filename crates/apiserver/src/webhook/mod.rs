@@ -489,6 +489,23 @@ pub async fn write<B, R>(
     if candidates.is_empty() && policies.is_empty() {
         return crate::http::write(server, |txn| op(txn, body)).await;
     }
+    // Boxed: calling webhooks makes a future of kilobytes that every write (and every request
+    // future around it) would otherwise carry and move.
+    Box::pin(through_webhooks(req, body, again, op, stored, candidates, policies)).await
+}
+
+/// [`write`] when webhooks or policies may apply: `candidates` and `policies` are those whose
+/// rules match one of the request's operations.
+async fn through_webhooks<B, R>(
+    req: Request<'_>,
+    body: B,
+    again: impl Fn(&B) -> B,
+    op: impl Fn(&mut Txn<'_>, B) -> Result<R>,
+    stored: impl Fn(&R) -> &Arc<Obj>,
+    candidates: Vec<&Hook>,
+    policies: Vec<(Arc<policy::Policy>, Arc<policy::Binding>)>,
+) -> Result<R> {
+    let server = req.server;
     let ctx = req.ctx;
     let is_namespace = req.def.group.is_empty() && req.def.plural == "namespaces";
     // A Namespace is matched by its own labels (read from the object, below).

@@ -746,6 +746,7 @@ pub(super) async fn process(
         kubeconfig: dir.path().join("kubeconfig"),
         gc_interval: Duration::from_secs(5),
         watch_history: 100_000,
+        event_ttl: jobset_apiserver::store::StoreConfig::default().event_ttl,
         nodes: Some(jobset_kubelet::NodeConfig::uniform(1, "node")),
         runtime: "process".into(),
         timing: crate::cluster::TimingArgs {
