@@ -142,23 +142,16 @@ async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    // Each pod starts a background child and a grandchild, and reports their host pids (the parent pid
-    // `cut` reads in /proc, which is the host's) in a hostPath directory.
-    // `read < /proc/self/stat` (a shell builtin: no fork) gives the shell's host pid, since /proc
-    // is the host's; `exec` keeps that pid for the sleep.
+    // Each pod starts a background child and a grandchild. The test finds their host pids in the
+    // host's /proc by their command line, unique to this run (a container's /proc is its own).
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let duration = format!("600.{}{nanos}", std::process::id());
     std::fs::write(
         out.join("leak.sh"),
-        "report() { read -r pid rest < /proc/self/stat; echo $pid >> /out/pids; }\n\
-         (report; exec sleep 600) &\n\
-         setsid sh -c '. /out/leak-fn.sh; report; exec sleep 600' &\n\
-         report; exec sleep 600\n",
+        format!("(exec sleep {duration}) &\nsetsid sh -c 'exec sleep {duration}' &\nexec sleep {duration}\n"),
     )
     .unwrap();
-    std::fs::write(
-        out.join("leak-fn.sh"),
-        "report() { read -r pid rest < /proc/self/stat; echo $pid >> /out/pids; }\n",
-    )
-    .unwrap();
+    let cmdline = format!("sleep\0{duration}\0").into_bytes();
     let manifest = dir.path().join("job.yaml");
     let job = json!({
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "leaky"},
@@ -173,8 +166,12 @@ async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
     // 2 pods × 3 processes reported.
     let pids: Vec<i32> = tokio::time::timeout(Duration::from_secs(60), async {
         loop {
-            let text = std::fs::read_to_string(out.join("pids")).unwrap_or_default();
-            let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            let pids: Vec<i32> = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == cmdline))
+                .collect();
             if pids.len() >= 6 {
                 return pids;
             }

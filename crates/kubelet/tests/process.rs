@@ -198,20 +198,39 @@ async fn a_second_kill_with_a_shorter_grace_wins() {
     rt.kill(&jobset_kubelet::runtime::ContainerId("process://0-0".into()), Duration::ZERO);
 }
 
-/// A shell fragment: runs `cmd` in the background after printing `<tag>=<its host pid>` (inside
-/// a PID namespace `$!` is not the host's pid; `cut`'s parent in the host's /proc is) and
-/// creating `/tmp/<tag>.started` (the pod's private /tmp).
+/// A shell fragment: runs `cmd` in the background after creating `/tmp/<tag>.started` (the
+/// pod's private /tmp).
 fn background(tag: &str, cmd: &str) -> String {
-    format!("sh -c \"echo {tag}=\\$(cut -d' ' -f4 /proc/self/stat); touch /tmp/{tag}.started; exec {cmd}\" &")
+    format!("sh -c \"touch /tmp/{tag}.started; exec {cmd}\" &")
 }
 
-/// The host pids printed as `<tag>=<pid>` lines.
-async fn pids_in_log(log: &Path, tags: &[&str]) -> Vec<u32> {
-    eventually("the pids in the log", || {
-        let lines = log_lines(log);
-        tags.iter()
-            .map(|t| lines.iter().find_map(|(_, l)| l.strip_prefix(&format!("{t}="))?.parse().ok()))
-            .collect::<Option<Vec<u32>>>()
+/// The host pids of the `n` descendants of `ancestor` that run `argv`, once there are `n`. Read
+/// from the host's /proc: a container's own /proc has its PID namespace's pids only.
+async fn descendants_running(ancestor: u32, argv: &[&str], n: usize) -> Vec<u32> {
+    let cmdline: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    eventually(&format!("{n} descendants of {ancestor} running {argv:?}"), || {
+        let mut parent = std::collections::HashMap::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+            let ppid = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            parent.extend(ppid.map(|pp| (pid, pp)));
+        }
+        let descends = |mut p: u32| {
+            while let Some(&pp) = parent.get(&p) {
+                if pp == ancestor {
+                    return true;
+                }
+                p = pp;
+            }
+            false
+        };
+        let found: Vec<u32> = parent
+            .keys()
+            .copied()
+            .filter(|&p| descends(p) && std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c == cmdline))
+            .collect();
+        (found.len() == n).then_some(found)
     })
     .await
 }
@@ -224,7 +243,7 @@ async fn kill_reaches_the_whole_process_group() {
     // The background child ignores TERM: only the group SIGKILL after the main process ends stops it.
     let script = format!("trap '' TERM; {} trap - TERM; wait", background("child", "sleep 100"));
     let started = start(&rt, sh(&script), Some(log.clone())).await;
-    let child = pids_in_log(&log, &["child"]).await[0];
+    let child = descendants_running(rt.pid(&started.id).unwrap(), &["sleep", "100"], 1).await[0];
     assert!(!gone(child));
     rt.kill(&started.id, Duration::from_secs(30));
     assert_eq!(exit(started).await.exit_code, 143);
@@ -236,15 +255,20 @@ async fn the_container_ends_with_its_main_process() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("0.log");
-    // One child in the group, one that left it (setsid): both die with the main process.
+    // One child in the group, one that left it (setsid): both die with the main process, which
+    // ends once the test has found them (outside /tmp: the container's /tmp is its own).
+    let shared = tempfile::tempdir_in("/var/tmp").unwrap();
+    let go = shared.path().join("go");
     let script = format!(
-        "{} {} until [ -e /tmp/child.started ] && [ -e /tmp/escaped.started ]; do sleep 0.01; done",
+        "{} {} until [ -e /tmp/child.started ] && [ -e /tmp/escaped.started ] && [ -e {} ]; do sleep 0.01; done",
         background("child", "sleep 100"),
-        background("escaped", "setsid sleep 100")
+        background("escaped", "setsid sleep 100"),
+        go.display()
     );
     let started = start(&rt, sh(&script), Some(log.clone())).await;
+    let pids = descendants_running(rt.pid(&started.id).unwrap(), &["sleep", "100"], 2).await;
+    std::fs::write(&go, "").unwrap();
     assert_eq!(exit(started).await.exit_code, 0);
-    let pids = pids_in_log(&log, &["child", "escaped"]).await;
     for pid in pids {
         eventually("the orphaned children to be gone", || gone(pid).then_some(())).await;
     }

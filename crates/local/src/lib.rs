@@ -209,6 +209,8 @@ impl LocalCluster {
                     }
                 };
                 p.state_dir.get_or_insert_with(|| dir.join("runtime"));
+                // Containers do not see the cluster's state (the API server's data, keys, logs).
+                p.hidden.push(dir.clone());
                 let hosts = p.hosts_dir.get_or_insert_with(|| dir.join("hosts")).clone();
                 tasks.push(tokio::spawn(jobset_kubelet::hosts::run(server.client(), hosts)));
                 Arc::new(ProcessRuntime::new(p))

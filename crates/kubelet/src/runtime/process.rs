@@ -33,6 +33,46 @@
 //! - its own PID namespace, so that nothing it started outlives it (see [`super::sandbox`] for the
 //!   process tree). SIGTERM still reaches the command (exit code 143, `trap` handlers run).
 //!
+//! Pods do not reach each other's files (nor the cluster's) through the host's filesystem:
+//! - once the sources of its own mounts are open, the container's mount namespace covers the
+//!   state directory (every pod's sandbox, `/tmp`, emptyDirs, the run records) and
+//!   [`ProcessConfig::hidden`] (`jobset up`'s data directory: the API server's database, its
+//!   keys, the logs) with an empty read-only tmpfs: another pod finds nothing there. Paths
+//!   under `/tmp` need no cover (the pod's own `/tmp` replaces the host's). A container without
+//!   `workingDir` whose agent works in a hidden directory starts in `/`.
+//! - secret and projected volumes (and the service account token) never touch the host's disk:
+//!   their bytes go to the container's supervisor on its stdin, and the container's child
+//!   mounts a tmpfs in its own mount namespace (staged on the state directory, then covered),
+//!   writes the files there with plain system calls and binds them at their `mountPath`s. Each
+//!   container run has its own copy, written when it starts (the runtime never rewrites a
+//!   running container's volumes: a restarted container gets the current Secret and a fresh
+//!   token); the tmpfs lives as long as the container's processes, so it outlives the agent
+//!   with them, and `exec` (joining the container's mount namespace) sees it.
+//! - `securityContext`: `runAsUser`, `runAsGroup`, `supplementalGroups` and `fsGroup` (pod and
+//!   container, the container's fields winning; see [`security`]) become the command's user and
+//!   groups (`setgroups`, `setgid`, `setuid` just before `exec`; only as root, else ignored with
+//!   a warning); commands run in the container ([`Runtime::exec`], `jobset exec`) take its user
+//!   and groups too. `fsGroup` owns the emptyDir, configMap, secret, projected and downwardAPI
+//!   volumes (see [`super::volumes`]). `runAsNonRoot` with a container that would run as root
+//!   fails its start with kubelet's message (reported as `StartError`: the agent has no
+//!   `CreateContainerConfigError` waiting state). `readOnlyRootFilesystem` remounts `/` (this
+//!   mount only, in the container's namespace) and the pod's `/tmp` read-only; writable volumes
+//!   stay writable.
+//!
+//! - with a PID namespace, the container's `/proc` is a procfs of that namespace: it shows the
+//!   container's processes only, so `/proc/<pid>/root` does not lead into another pod.
+//! - as root, the runtime drops the capabilities a container does not get (see [`capabilities`]):
+//!   containerd's default set, changed by `securityContext.capabilities` `add`/`drop`, all with
+//!   `privileged: true`. Without CAP_SYS_ADMIN a root container cannot unmount the cover or its
+//!   `/proc`. They leave the bounding set (no program gains them, even setuid) and, for root,
+//!   the effective and permitted sets; a `runAsUser` other than 0 has none (no ambient ones, as
+//!   with containerd). `allowPrivilegeEscalation: false` sets `no_new_privs`. A command run in
+//!   the container ([`Runtime::exec`]) joins its PID namespace too and keeps the caller's
+//!   capabilities (the in-place restart examples `mount` a tmpfs through `jobset exec`).
+//!
+//! What this does not stop: a `privileged` container (or one given CAP_SYS_ADMIN) can unmount
+//! the covers; `/proc/sys` and the like are not masked read-only as runc does.
+//!
 //! Without permission the runtime warns once and runs containers as plain host processes: no
 //! private `/tmp`, no volumes (they are still checked, then left out), the host's hostname, and
 //! descendants that leave the container's process group may survive it.
@@ -71,14 +111,14 @@
 //! The container ID is `process://<pid>-<n>`: `<pid>` is the host pid of the process running
 //! the container's command (the one whose namespaces [`Runtime::exec`] and
 //! [`sandbox::exec_command`] join), `<n>` numbers the runs of the state directory. A command run
-//! in a container joins its mount and UTS namespaces, with the container's environment and
-//! working directory; it stays in the host's PID namespace (it is not killed with the container).
+//! in a container joins its mount, UTS and PID namespaces, with the container's environment and
+//! working directory (it dies with the container's PID namespace).
 //!
 //! Processes are spawned from one dedicated thread per runtime: the parent-death signal fires
 //! when the *thread* that spawned the child ends, and tokio's blocking threads come and go.
 //!
-//! Not covered yet: `stopSignal`, resources (cgroups), user and security contexts, network
-//! isolation, partial (`P`) log lines.
+//! Not covered yet: `stopSignal`, resources (cgroups), seccomp and AppArmor profiles, masked
+//! `/proc` paths, user namespaces, network isolation, partial (`P`) log lines.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::OwnedFd;
@@ -92,15 +132,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use jobset_api::jobset::agent::image_repository;
-use k8s_openapi::api::core::v1::{EnvVar, Pod};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::sandbox::{self, Bind, Namespaces, SandboxPlan};
+use super::sandbox::{self, Bind, BindSource, Identity, MemoryFile, MemoryVolume, Namespaces, SandboxPlan};
 use super::shim::{self, ContainerRecord, LogSpec, RunRecord, SHIM_ENV, ShimReport, ShimSpec, container_id};
-use super::volumes::{self, Dirs, Mount, VolumePlan};
+use super::volumes::{self, Dirs, Mount, Prepare, VolumePlan, owned_mode};
 use super::{
     Adopted, ContainerId, ExecOutput, ExitStatus, PodResources, Runtime, RuntimeError, StartRequest, Started, cri_line,
 };
@@ -145,6 +185,11 @@ pub struct ProcessConfig {
     /// including the exit status of those that ended meanwhile. For an agent whose API state
     /// survives it (`jobset up --data-dir`). Otherwise containers die with the agent.
     pub outlive_agent: bool,
+    /// Host directories isolated containers must not see, besides the state directory (always
+    /// hidden): each is covered by an empty read-only tmpfs in the container's mount namespace.
+    /// `jobset up` hides its whole data directory (the API server's database with every
+    /// Secret, its keys, the logs).
+    pub hidden: Vec<PathBuf>,
 }
 
 /// Where Kubernetes mounts a pod's service-account credentials (what in-cluster clients read).
@@ -193,7 +238,8 @@ pub fn service_account_plan(
     let volume = VolumePlan {
         name: "kube-api-access".into(),
         source: source.clone(),
-        prepare: volumes::Prepare::Files(vec![
+        // On a tmpfs of the container's only, as kubelet's projected kube-api-access volume.
+        prepare: volumes::Prepare::Memory(vec![
             file("token", (sa.token)(&req.pod).into_bytes()),
             file("ca.crt", sa.ca_pem.clone().into_bytes()),
             file("namespace", namespace.into_bytes()),
@@ -205,7 +251,7 @@ pub fn service_account_plan(
         source,
         target: PathBuf::from(SERVICE_ACCOUNT_DIR),
         read_only: true,
-        sub_path: false,
+        sub_path: None,
     };
     let env =
         [("KUBERNETES_SERVICE_HOST".into(), sa.host.clone()), ("KUBERNETES_SERVICE_PORT".into(), sa.port.to_string())];
@@ -223,6 +269,7 @@ impl Default for ProcessConfig {
             log_max_files: 5,
             service_account: None,
             outlive_agent: false,
+            hidden: Vec::new(),
         }
     }
 }
@@ -449,6 +496,230 @@ fn hostname(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// The user, groups and root filesystem of a container, from its pod's and its own
+/// `securityContext` (the container's `runAsUser`, `runAsGroup` and `runAsNonRoot` win over the
+/// pod's, as in Kubernetes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Security {
+    /// `None` when no field asks for another user or group: the runtime's own.
+    pub identity: Option<Identity>,
+    /// The pod's `fsGroup`: owns the volumes the runtime makes.
+    pub fs_group: Option<u32>,
+    /// `readOnlyRootFilesystem`.
+    pub read_only_root: bool,
+    /// The capabilities kept ([`capabilities`]); `None`: all (`privileged`).
+    pub capabilities: Option<u64>,
+    /// `allowPrivilegeEscalation: false`.
+    pub no_new_privs: bool,
+}
+
+/// The capabilities of Linux by number (`linux/capability.h`), without their `CAP_` prefix.
+const CAPABILITY_NAMES: [&str; 41] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "DAC_READ_SEARCH",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "SETGID",
+    "SETUID",
+    "SETPCAP",
+    "LINUX_IMMUTABLE",
+    "NET_BIND_SERVICE",
+    "NET_BROADCAST",
+    "NET_ADMIN",
+    "NET_RAW",
+    "IPC_LOCK",
+    "IPC_OWNER",
+    "SYS_MODULE",
+    "SYS_RAWIO",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "SYS_PACCT",
+    "SYS_ADMIN",
+    "SYS_BOOT",
+    "SYS_NICE",
+    "SYS_RESOURCE",
+    "SYS_TIME",
+    "SYS_TTY_CONFIG",
+    "MKNOD",
+    "LEASE",
+    "AUDIT_WRITE",
+    "AUDIT_CONTROL",
+    "SETFCAP",
+    "MAC_OVERRIDE",
+    "MAC_ADMIN",
+    "SYSLOG",
+    "WAKE_ALARM",
+    "BLOCK_SUSPEND",
+    "AUDIT_READ",
+    "PERFMON",
+    "BPF",
+    "CHECKPOINT_RESTORE",
+];
+
+/// containerd's default capabilities (`oci.DefaultCaps`, what CRI gives a container).
+const DEFAULT_CAPABILITIES: [&str; 14] = [
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FSETID",
+    "FOWNER",
+    "MKNOD",
+    "NET_RAW",
+    "SETGID",
+    "SETUID",
+    "SETFCAP",
+    "SETPCAP",
+    "NET_BIND_SERVICE",
+    "SYS_CHROOT",
+    "KILL",
+    "AUDIT_WRITE",
+];
+
+/// The bit of capability `name` (`SYS_ADMIN` or `CAP_SYS_ADMIN`, any case).
+fn capability_bit(name: &str) -> Option<u64> {
+    let upper = name.to_ascii_uppercase();
+    let bare = upper.strip_prefix("CAP_").unwrap_or(&upper);
+    CAPABILITY_NAMES.iter().position(|c| *c == bare).map(|i| 1 << i)
+}
+
+/// The capabilities a container keeps, as a bit set (bit `n`: capability `n`); `None` for all
+/// (`privileged: true`). As containerd's CRI plugin: its default set, then `add: [ALL]`,
+/// `drop: [ALL]`, then the other names of `add`, then those of `drop`. Names go with or without
+/// `CAP_`, in any case; an unknown one is an error naming the field. Pure.
+pub fn capabilities(container: &Container) -> Result<Option<u64>, RuntimeError> {
+    let sc = container.security_context.as_ref();
+    if sc.and_then(|s| s.privileged) == Some(true) {
+        return Ok(None);
+    }
+    let all = (1u64 << CAPABILITY_NAMES.len()) - 1;
+    let mut set = DEFAULT_CAPABILITIES.iter().filter_map(|c| capability_bit(c)).fold(0, |a, b| a | b);
+    let caps = sc.and_then(|s| s.capabilities.as_ref());
+    let add = caps.and_then(|c| c.add.as_deref()).unwrap_or_default();
+    let drop = caps.and_then(|c| c.drop.as_deref()).unwrap_or_default();
+    let is_all = |c: &String| c.eq_ignore_ascii_case("ALL");
+    if add.iter().any(is_all) {
+        set = all;
+    }
+    if drop.iter().any(is_all) {
+        set = 0;
+    }
+    for (field, names, adding) in [("add", add, true), ("drop", drop, false)] {
+        for name in names.iter().filter(|c| !is_all(c)) {
+            let bit = capability_bit(name).ok_or_else(|| {
+                RuntimeError(format!(
+                    "container {:?}: securityContext.capabilities.{field}: unknown capability {name:?}",
+                    container.name
+                ))
+            })?;
+            set = if adding { set | bit } else { set & !bit };
+        }
+    }
+    Ok(Some(set))
+}
+
+/// kubelet's name for a pod in messages (`format.Pod`): `<name>_<namespace>(<uid>)`.
+fn pod_desc(pod: &Pod) -> String {
+    let m = &pod.metadata;
+    let s = |v: &Option<String>| v.clone().unwrap_or_default();
+    format!("{}_{}({})", s(&m.name), s(&m.namespace), s(&m.uid))
+}
+
+/// Works out a container's [`Security`]; `runtime` is the user and group the container would run
+/// as without one (the runtime's: its "image user"). Fails, with kubelet's messages, when
+/// `runAsNonRoot` is set and the container would run as root. Pure.
+///
+/// Without `runAsGroup`, a `runAsUser` runs with group 0 (runc's default for a user not in the
+/// image's `/etc/passwd`: the host's is not read). The supplementary groups are
+/// `supplementalGroups` then `fsGroup`.
+pub fn security(pod: &Pod, container: &Container, runtime: (u32, u32)) -> Result<Security, RuntimeError> {
+    let psc = pod.spec.as_ref().and_then(|s| s.security_context.as_ref());
+    let csc = container.security_context.as_ref();
+    let id = |field: &str, v: Option<i64>| -> Result<Option<u32>, RuntimeError> {
+        match v {
+            None => Ok(None),
+            Some(v) if (0..=i64::from(i32::MAX)).contains(&v) => Ok(Some(v as u32)),
+            Some(v) => Err(RuntimeError(format!(
+                "container {:?}: securityContext.{field}: Invalid value: {v}: must be between 0 and 2147483647, inclusive",
+                container.name
+            ))),
+        }
+    };
+    let run_as_user = id("runAsUser", csc.and_then(|c| c.run_as_user).or(psc.and_then(|p| p.run_as_user)))?;
+    let run_as_group = id("runAsGroup", csc.and_then(|c| c.run_as_group).or(psc.and_then(|p| p.run_as_group)))?;
+    let fs_group = id("fsGroup", psc.and_then(|p| p.fs_group))?;
+    let mut groups = Vec::new();
+    for g in psc.and_then(|p| p.supplemental_groups.clone()).unwrap_or_default() {
+        groups.extend(id("supplementalGroups", Some(g))?);
+    }
+    groups.extend(fs_group);
+    let mut seen = std::collections::BTreeSet::new();
+    groups.retain(|g| seen.insert(*g));
+
+    if csc.and_then(|c| c.run_as_non_root).or(psc.and_then(|p| p.run_as_non_root)) == Some(true) {
+        let (pod, name) = (pod_desc(pod), &container.name);
+        match run_as_user {
+            Some(0) => {
+                return Err(RuntimeError(format!(
+                    "container's runAsUser breaks non-root policy (pod: {pod:?}, container: {name})"
+                )));
+            }
+            None if runtime.0 == 0 => {
+                return Err(RuntimeError(format!(
+                    "container has runAsNonRoot and image will run as root (pod: {pod:?}, container: {name})"
+                )));
+            }
+            _ => {}
+        }
+    }
+    let identity = (run_as_user.is_some() || run_as_group.is_some() || !groups.is_empty()).then(|| Identity {
+        uid: run_as_user.unwrap_or(runtime.0),
+        gid: run_as_group.unwrap_or(if run_as_user.is_some() { 0 } else { runtime.1 }),
+        groups,
+    });
+    let read_only_root = csc.and_then(|c| c.read_only_root_filesystem) == Some(true);
+    let no_new_privs = csc.and_then(|c| c.allow_privilege_escalation) == Some(false);
+    Ok(Security { identity, fs_group, read_only_root, capabilities: capabilities(container)?, no_new_privs })
+}
+
+/// The host directories to hide from a container: of `paths` (absolute, symlinks resolved),
+/// those the pod's private `/tmp` does not cover already, outermost only (hiding a directory
+/// hides what is inside), sorted. `/` itself is never hidden. Pure.
+pub fn hidden_paths(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> =
+        paths.iter().filter(|p| p.is_absolute() && p.parent().is_some() && !p.starts_with("/tmp")).cloned().collect();
+    out.sort();
+    out.dedup();
+    let all = out.clone();
+    out.retain(|p| !all.iter().any(|q| q != p && p.starts_with(q)));
+    out
+}
+
+/// An in-memory volume as the container's child writes it: modes and group after `fsGroup`,
+/// and the directories the container's subPaths into it name (those that are no file). Pure.
+pub fn memory_volume(
+    v: &VolumePlan,
+    files: &[volumes::VolumeFile],
+    mounts: &[Mount],
+    fs_group: Option<u32>,
+) -> MemoryVolume {
+    let files: Vec<MemoryFile> = files
+        .iter()
+        .map(|f| MemoryFile {
+            path: PathBuf::from(&f.path),
+            data: f.data.clone(),
+            mode: owned_mode(f.mode, fs_group, false, true),
+        })
+        .collect();
+    let dirs = mounts
+        .iter()
+        .filter(|m| m.volume == v.name)
+        .filter_map(|m| m.sub_path.clone())
+        .filter(|sub| !files.iter().any(|f| f.path == *sub))
+        .collect();
+    MemoryVolume { name: v.name.clone(), files, dir_mode: owned_mode(0o755, fs_group, true, true), gid: fs_group, dirs }
+}
+
 /// The volumes a run mounts and its bind mounts (see [`volumes::plan_mounts`]).
 pub fn plan_volumes(req: &StartRequest, state_dir: &Path) -> Result<(Vec<VolumePlan>, Vec<Mount>), RuntimeError> {
     let sources = Sources { pod: &req.pod, node: &req.node.name, pod_ip: &req.pod_ip, resources: &req.resources };
@@ -671,6 +942,7 @@ fn remove_stale_temp_dirs() {
 static WARN_NO_ISOLATION: Once = Once::new();
 static WARN_NO_PID_NS: Once = Once::new();
 static WARN_NO_VOLUMES: Once = Once::new();
+static WARN_NO_IDENTITY: Once = Once::new();
 
 impl ProcessRuntime {
     /// A runtime; probes (once per process) which namespaces may be created. Panics when no
@@ -837,32 +1109,46 @@ pub(super) fn command(argv: &[String], env: &BTreeMap<String, String>, logs: boo
     cmd
 }
 
+/// What [`prepare`] makes a container's sandbox from.
+struct SandboxInput {
+    ns: Namespaces,
+    /// The pod's sandbox directory (`<state_dir>/pods/<uid>`).
+    sandbox: PathBuf,
+    state_dir: PathBuf,
+    /// [`ProcessConfig::hidden`].
+    hidden: Vec<PathBuf>,
+    volumes: Vec<VolumePlan>,
+    mounts: Vec<Mount>,
+    hosts: Option<(PathBuf, String)>,
+    hostname: String,
+    security: Security,
+}
+
 /// Creates the pod's sandbox, its volumes and the hosts file, and works out what the container's
 /// child does before exec (the supervisor builds it). Blocking.
-fn prepare(
-    ns: Namespaces,
-    sandbox: &Path,
-    volumes: &[VolumePlan],
-    mounts: &[Mount],
-    hosts: Option<(PathBuf, String)>,
-    hostname: &str,
-    plan: &Plan,
-) -> Result<SandboxPlan, String> {
+fn prepare(input: &SandboxInput, plan: &Plan) -> Result<SandboxPlan, String> {
+    let SandboxInput { ns, sandbox, state_dir, hidden, volumes, mounts, hosts, hostname, security } = input;
     let program = Path::new(&plan.argv[0]);
     use std::os::unix::fs::PermissionsExt;
     let io = |what: &str, p: &Path, e: std::io::Error| format!("{what} {}: {e}", p.display());
     let mut binds = Vec::new();
+    let mut memory = Vec::new();
+    let mut hide = Vec::new();
+    let mut stage = None;
+    let mut working_dir = plan.working_dir.clone();
     if ns.mount {
         let tmp = sandbox.join("tmp");
         std::fs::create_dir_all(&tmp).map_err(|e| io("creating", &tmp, e))?;
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777)).map_err(|e| io("chmod", &tmp, e))?;
         let bind = |what: String, source: &Path, target: &Path, read_only: bool| Bind {
             what,
-            source: source.to_path_buf(),
+            source: BindSource::Host(source.to_path_buf()),
             target: target.to_path_buf(),
             read_only,
         };
-        binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), false));
+        // With readOnlyRootFilesystem the pod's /tmp is read-only too: in Kubernetes it is part of
+        // the container's root filesystem (pods that need a writable /tmp mount an emptyDir).
+        binds.push(bind("mounting the pod's /tmp".into(), &tmp, Path::new("/tmp"), security.read_only_root));
         // A program under the host's /tmp (a mapped image such as the agent's `jobset` binary
         // built in a checkout there) would be hidden by the pod's /tmp: bind it at its path.
         if program.is_absolute() && program.starts_with("/tmp") && program.is_file() {
@@ -870,18 +1156,58 @@ fn prepare(
             binds.push(bind(what, program, program, true));
         }
         if let Some((dir, namespace)) = hosts {
-            let file = crate::hosts::ensure(&dir, &namespace).map_err(|e| io("creating the hosts file in", &dir, e))?;
+            let file = crate::hosts::ensure(dir, namespace).map_err(|e| io("creating the hosts file in", dir, e))?;
             binds.push(bind("mounting /etc/hosts".into(), &file, Path::new("/etc/hosts"), true));
         }
+        // Other pods' sandboxes (their /tmp, volumes) and whatever else must stay out of sight.
+        let hidden: Vec<PathBuf> =
+            std::iter::once(state_dir).chain(hidden).filter_map(|p| std::fs::canonicalize(p).ok()).collect();
+        hide = hidden_paths(&hidden);
+        // A working directory inherited from the agent stays reachable through the process's
+        // cwd even once covered: start where the agent's would be hidden at `/`.
+        if working_dir.is_none()
+            && let Ok(cwd) = std::env::current_dir()
+            && (cwd.starts_with("/tmp") || hidden.iter().any(|h| cwd.starts_with(h)))
+        {
+            working_dir = Some(PathBuf::from("/"));
+        }
+        let mut in_memory = HashMap::new();
         for v in volumes {
-            volumes::prepare(v)?;
+            match &v.prepare {
+                Prepare::Memory(files) => {
+                    in_memory.insert(v.name.as_str(), memory.len());
+                    memory.push(memory_volume(v, files, mounts, security.fs_group));
+                }
+                _ => volumes::prepare(v, security.fs_group)?,
+            }
         }
         for m in mounts {
-            if m.sub_path && std::fs::symlink_metadata(&m.source).is_err() {
-                std::fs::create_dir_all(&m.source).map_err(|e| io("creating the subPath", &m.source, e))?;
-            }
             let what = format!("mounting volume {:?} at {}", m.volume, m.target.display());
+            if let Some(&i) = in_memory.get(m.volume.as_str()) {
+                let path = m.sub_path.clone().unwrap_or_default();
+                let file = memory.get(i).is_some_and(|v: &MemoryVolume| v.files.iter().any(|f| f.path == path));
+                let source = BindSource::Memory { volume: i, path, file };
+                binds.push(Bind { what, source, target: m.target.clone(), read_only: m.read_only });
+                continue;
+            }
+            if m.sub_path.is_some() && std::fs::symlink_metadata(&m.source).is_err() {
+                std::fs::create_dir_all(&m.source).map_err(|e| io("creating the subPath", &m.source, e))?;
+                // A subPath of an emptyDir is writable by the container's user as the volume is.
+                if volumes.iter().any(|v| v.name == m.volume && v.prepare == Prepare::EmptyDir) {
+                    if let Some(gid) = security.fs_group {
+                        std::os::unix::fs::chown(&m.source, None, Some(gid))
+                            .map_err(|e| io("changing the group of", &m.source, e))?;
+                    }
+                    let mode = owned_mode(volumes::EMPTY_DIR_MODE, security.fs_group, true, false);
+                    std::fs::set_permissions(&m.source, std::fs::Permissions::from_mode(mode))
+                        .map_err(|e| io("chmod", &m.source, e))?;
+                }
+            }
             binds.push(bind(what, &m.source, &m.target, m.read_only));
+        }
+        if !memory.is_empty() {
+            // Hidden itself: covered by the pod's /tmp or in `hide`.
+            stage = Some(std::fs::canonicalize(state_dir).map_err(|e| io("resolving", state_dir, e))?);
         }
     } else if !mounts.is_empty() {
         WARN_NO_VOLUMES.call_once(|| {
@@ -893,7 +1219,14 @@ fn prepare(
         hostname: if ns.mount && ns.uts { Some(hostname.to_string()) } else { None },
         binds,
         pid_ns: ns.pid,
-        working_dir: plan.working_dir.clone(),
+        working_dir,
+        hide,
+        stage,
+        memory,
+        read_only_root: security.read_only_root,
+        identity: security.identity.clone(),
+        capabilities: security.capabilities,
+        no_new_privs: security.no_new_privs,
     })
 }
 
@@ -1091,6 +1424,27 @@ impl Runtime for ProcessRuntime {
             Ok(v) => v,
             Err(e) => return ready(Err(e)),
         };
+        // SAFETY: geteuid(2) and getegid(2) cannot fail.
+        let runtime_user = unsafe { (nix::libc::geteuid(), nix::libc::getegid()) };
+        let mut security = match security(&req.pod, &req.container, runtime_user) {
+            Ok(s) => s,
+            Err(e) => return ready(Err(e)),
+        };
+        if runtime_user.0 != 0 && (security.identity.is_some() || security.fs_group.is_some()) {
+            // Only root may change users and give files away.
+            WARN_NO_IDENTITY.call_once(|| {
+                tracing::warn!(
+                    "the process runtime does not run as root: securityContext users and groups (runAsUser, \
+                     runAsGroup, fsGroup, supplementalGroups) are ignored"
+                )
+            });
+            security.identity = None;
+            security.fs_group = None;
+        }
+        if runtime_user.0 != 0 {
+            // Not root: no capabilities to drop (and none that could be dropped).
+            security.capabilities = None;
+        }
         let mut plan = plan;
         let sa = self.config.service_account.as_ref();
         if let Some(ServiceAccountPlan { volume, mount, env }) =
@@ -1111,11 +1465,18 @@ impl Runtime for ProcessRuntime {
         let name = req.container.name.clone();
         let log_path = req.log_path.clone();
         let rotation = Rotation { max_bytes: self.config.log_max_bytes, max_files: self.config.log_max_files };
-        let ns = self.ns;
-        let sandbox = sandbox_dir(&self.state_dir, &req.pod);
         let namespace = req.pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
-        let hosts = self.config.hosts_dir.clone().map(|d| (d, namespace));
-        let host_name = hostname(&req.pod);
+        let input = SandboxInput {
+            ns: self.ns,
+            sandbox: sandbox_dir(&self.state_dir, &req.pod),
+            state_dir: self.state_dir.clone(),
+            hidden: self.config.hidden.clone(),
+            volumes,
+            mounts,
+            hosts: self.config.hosts_dir.clone().map(|d| (d, namespace)),
+            hostname: hostname(&req.pod),
+            security,
+        };
         let pod_uid = req.pod.metadata.uid.clone().unwrap_or_default();
         let dir = containers_dir(&self.state_dir).join(pod_key(&req.pod));
         let detach = self.config.outlive_agent;
@@ -1126,7 +1487,7 @@ impl Runtime for ProcessRuntime {
             let for_setup = plan.clone();
             let shim_log_path = dir.join(format!("{n}.shim.log"));
             let (setup, shim_log) = tokio::task::spawn_blocking(move || {
-                let setup = prepare(ns, &sandbox, &volumes, &mounts, hosts, &host_name, &for_setup)?;
+                let setup = prepare(&input, &for_setup)?;
                 let log = shim_log_path
                     .parent()
                     .map_or(Ok(()), std::fs::create_dir_all)
@@ -1450,7 +1811,7 @@ mod tests {
         let req = request(json!({"metadata": {"name": "w-0", "namespace": "ns"}}), c.clone());
         let ServiceAccountPlan { volume, mount, env } =
             service_account_plan(&req, &sa, sandbox).expect("mounted by default");
-        let volumes::Prepare::Files(files) = &volume.prepare else { panic!("{:?}", volume.prepare) };
+        let volumes::Prepare::Memory(files) = &volume.prepare else { panic!("{:?}", volume.prepare) };
         let files: Vec<(&str, &[u8])> = files.iter().map(|f| (f.path.as_str(), f.data.as_slice())).collect();
         assert_eq!(files, [("token", &b"token-of-w-0"[..]), ("ca.crt", b"CA"), ("namespace", b"ns")]);
         assert!(volume.read_only && mount.read_only);
@@ -1638,6 +1999,173 @@ mod tests {
             let gap = bases.windows(2).map(|w| w[1] - w[0]).chain([wrap]).min().unwrap();
             assert!(gap > 20_000, "pids from {first}: two bases only {gap} apart");
         }
+    }
+
+    fn secured(
+        pod_sc: serde_json::Value,
+        container_sc: serde_json::Value,
+        runtime: (u32, u32),
+    ) -> Result<Security, String> {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u-1"},
+            "spec": {"containers": [], "securityContext": pod_sc}
+        }))
+        .unwrap();
+        let c: Container = serde_json::from_value(json!({"name": "main", "securityContext": container_sc})).unwrap();
+        security(&pod, &c, runtime).map_err(|e| e.0)
+    }
+
+    #[test]
+    fn the_containers_security_context_wins_over_the_pods() {
+        let id = |uid, gid, groups: &[u32]| Some(Identity { uid, gid, groups: groups.to_vec() });
+        // (pod securityContext, container securityContext, identity)
+        for (pod_sc, c_sc, want) in [
+            (json!({}), json!({}), None),
+            (json!({"runAsUser": 1000}), json!({}), id(1000, 0, &[])),
+            (json!({"runAsUser": 1000, "runAsGroup": 3000}), json!({"runAsUser": 1001}), id(1001, 3000, &[])),
+            (json!({"runAsGroup": 3000}), json!({"runAsGroup": 3001}), id(0, 3001, &[])),
+            (
+                json!({"fsGroup": 2000, "supplementalGroups": [4000, 2000, 5000]}),
+                json!({}),
+                id(0, 0, &[4000, 2000, 5000]),
+            ),
+            (
+                json!({"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000, "supplementalGroups": [4000]}),
+                json!({}),
+                id(1000, 3000, &[4000, 2000]),
+            ),
+        ] {
+            let got = secured(pod_sc.clone(), c_sc.clone(), (0, 0)).unwrap();
+            assert_eq!(got.identity, want, "pod {pod_sc} container {c_sc}");
+        }
+        let s = secured(json!({"fsGroup": 2000}), json!({"readOnlyRootFilesystem": true}), (0, 0)).unwrap();
+        assert_eq!((s.fs_group, s.read_only_root), (Some(2000), true));
+        assert!(!secured(json!({}), json!({"readOnlyRootFilesystem": false}), (0, 0)).unwrap().read_only_root);
+        let only_group = secured(json!({"fsGroup": 2000}), json!({}), (1000, 1000)).unwrap();
+        assert_eq!(only_group.identity, id(1000, 1000, &[2000]), "the runtime's user and group stay");
+    }
+
+    #[test]
+    fn capabilities_are_containerds_defaults_changed_by_add_and_drop_and_all_when_privileged() {
+        const DEFAULT: u64 = 0xa80425fb; // A containerd or Docker container's CapBnd.
+        const SYS_ADMIN: u64 = 1 << 21;
+        const NET_ADMIN: u64 = 1 << 12;
+        const CHOWN: u64 = 1;
+        const ALL: u64 = (1 << 41) - 1;
+        // (container securityContext, capabilities kept)
+        for (sc, want) in [
+            (json!({}), Some(DEFAULT)),
+            (json!({"privileged": false}), Some(DEFAULT)),
+            (json!({"privileged": true, "capabilities": {"drop": ["ALL"]}}), None),
+            (json!({"capabilities": {"add": ["SYS_ADMIN"]}}), Some(DEFAULT | SYS_ADMIN)),
+            (
+                json!({"capabilities": {"add": ["cap_net_admin", "CAP_SYS_ADMIN"]}}),
+                Some(DEFAULT | NET_ADMIN | SYS_ADMIN),
+            ),
+            (json!({"capabilities": {"drop": ["CHOWN", "SYS_ADMIN"]}}), Some(DEFAULT & !CHOWN)),
+            (json!({"capabilities": {"drop": ["ALL"]}}), Some(0)),
+            (json!({"capabilities": {"drop": ["all"], "add": ["CHOWN"]}}), Some(CHOWN)),
+            (json!({"capabilities": {"add": ["ALL"], "drop": ["CHOWN"]}}), Some(ALL & !CHOWN)),
+            (json!({"capabilities": {"add": ["ALL"], "drop": ["ALL"]}}), Some(0)),
+        ] {
+            let c: Container = serde_json::from_value(json!({"name": "main", "securityContext": sc})).unwrap();
+            assert_eq!(capabilities(&c).map_err(|e| e.0), Ok(want), "{sc}");
+        }
+        let c: Container =
+            serde_json::from_value(json!({"name": "main", "securityContext": {"capabilities": {"add": ["FLY"]}}}))
+                .unwrap();
+        assert_eq!(
+            capabilities(&c).unwrap_err().0,
+            "container \"main\": securityContext.capabilities.add: unknown capability \"FLY\""
+        );
+        let s = secured(json!({}), json!({"allowPrivilegeEscalation": false}), (0, 0)).unwrap();
+        assert!(s.no_new_privs);
+        assert!(!secured(json!({}), json!({"allowPrivilegeEscalation": true}), (0, 0)).unwrap().no_new_privs);
+        assert!(!secured(json!({}), json!({}), (0, 0)).unwrap().no_new_privs);
+    }
+
+    #[test]
+    fn run_as_non_root_refuses_root_with_kubelets_messages() {
+        // (pod securityContext, container securityContext, runtime user, error)
+        for (pod_sc, c_sc, runtime, want) in [
+            (
+                json!({"runAsNonRoot": true}),
+                json!({}),
+                (0, 0),
+                Some("container has runAsNonRoot and image will run as root (pod: \"p_ns(u-1)\", container: main)"),
+            ),
+            (
+                json!({}),
+                json!({"runAsNonRoot": true, "runAsUser": 0}),
+                (1000, 1000),
+                Some("container's runAsUser breaks non-root policy (pod: \"p_ns(u-1)\", container: main)"),
+            ),
+            (json!({"runAsNonRoot": true, "runAsUser": 0}), json!({"runAsUser": 1000}), (0, 0), None),
+            (json!({"runAsNonRoot": true}), json!({"runAsNonRoot": false}), (0, 0), None),
+            (json!({"runAsNonRoot": true}), json!({}), (1000, 1000), None),
+        ] {
+            let got = secured(pod_sc.clone(), c_sc.clone(), runtime).err();
+            assert_eq!(got.as_deref(), want, "pod {pod_sc} container {c_sc} runtime {runtime:?}");
+        }
+    }
+
+    #[test]
+    fn ids_out_of_range_name_their_field() {
+        for (pod_sc, c_sc, field) in [
+            (json!({}), json!({"runAsUser": -1}), "securityContext.runAsUser: Invalid value: -1"),
+            (json!({"runAsGroup": 2147483648u64}), json!({}), "securityContext.runAsGroup: Invalid value: 2147483648"),
+            (json!({"fsGroup": -5}), json!({}), "securityContext.fsGroup"),
+            (json!({"supplementalGroups": [1, -2]}), json!({}), "securityContext.supplementalGroups"),
+        ] {
+            let err = secured(pod_sc, c_sc, (0, 0)).unwrap_err();
+            assert!(err.starts_with("container \"main\": ") && err.contains(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn hidden_paths_are_the_outermost_outside_tmp() {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        for (given, want) in [
+            (p(&["/var/lib/jobset/runtime", "/var/lib/jobset"]), p(&["/var/lib/jobset"])),
+            (p(&["/data/runtime"]), p(&["/data/runtime"])),
+            (p(&["/tmp/jobset-1/runtime", "/tmp/jobset-1"]), p(&[])),
+            (p(&["/", "relative/dir", "/srv/b", "/srv/a", "/srv/a"]), p(&["/srv/a", "/srv/b"])),
+            (p(&["/srv/ab", "/srv/a"]), p(&["/srv/a", "/srv/ab"])),
+        ] {
+            assert_eq!(hidden_paths(&given), want, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn in_memory_volumes_take_the_fs_group_and_their_sub_path_directories() {
+        let file = |path: &str, mode| volumes::VolumeFile { path: path.into(), data: b"x".to_vec(), mode };
+        let files = [file("token", 0o600), file("ca.crt", 0o644)];
+        let v = VolumePlan {
+            name: "sec".into(),
+            source: PathBuf::from("/s/pods/u/volumes/sec"),
+            prepare: Prepare::Memory(files.to_vec()),
+            read_only: true,
+        };
+        let mount = |volume: &str, sub: Option<&str>| Mount {
+            volume: volume.into(),
+            source: PathBuf::new(),
+            target: PathBuf::from("/m"),
+            read_only: true,
+            sub_path: sub.map(PathBuf::from),
+        };
+        let mounts = [
+            mount("sec", Some("token")),
+            mount("sec", Some("nested/dir")),
+            mount("sec", None),
+            mount("other", Some("x")),
+        ];
+        let m = memory_volume(&v, &files, &mounts, Some(2000));
+        let modes: Vec<(&Path, u32)> = m.files.iter().map(|f| (f.path.as_path(), f.mode)).collect();
+        assert_eq!(modes, [(Path::new("token"), 0o640), (Path::new("ca.crt"), 0o644)]);
+        assert_eq!((m.dir_mode, m.gid), (0o2755, Some(2000)));
+        assert_eq!(m.dirs, [PathBuf::from("nested/dir")], "a subPath naming a file is no directory");
+        let plain = memory_volume(&v, &files, &[], None);
+        assert_eq!((plain.files[0].mode, plain.dir_mode, plain.gid), (0o600, 0o755, None));
     }
 
     #[test]

@@ -2,13 +2,19 @@
 //! container's `volumeMounts` bind where. Planning is pure (tested without processes);
 //! [`prepare`] creates the directories and writes the files.
 //!
-//! | volume                  | host directory                                   | lifetime                  |
+//! | volume                  | where its data lives                             | lifetime                  |
 //! |-------------------------|--------------------------------------------------|---------------------------|
-//! | `emptyDir`              | `<sandbox>/volumes/<name>`                       | the pod                   |
-//! | `configMap`, `secret`,  | `<sandbox>/volumes/<name>` (files written from   | the pod; mounted read-only|
-//! | `projected`, `downwardAPI` | the pod's [`PodResources`])                   |                           |
+//! | `emptyDir`              | `<sandbox>/volumes/<name>` (mode 0777)           | the pod                   |
+//! | `configMap`,            | `<sandbox>/volumes/<name>` (files written from   | the pod; mounted read-only|
+//! | `downwardAPI`           | the pod's [`PodResources`])                      |                           |
+//! | `secret`, `projected`, the service account token | a tmpfs of the container's own mount namespace ([`Prepare::Memory`]), never the host's disk | the container run; mounted read-only |
 //! | `hostPath`              | the path itself (created for `*OrCreate` types)  | the host                  |
 //! | `persistentVolumeClaim` | `<state_dir>/pvc/<namespace>/<claimName>`        | the state directory       |
+//!
+//! With the pod's `fsGroup`, the volumes whose content the runtime makes (emptyDir, configMap,
+//! secret, projected, downwardAPI) belong to that group, as kubelet's `SetVolumeOwnership` does:
+//! directories get the setgid bit, and group read (and write, for emptyDir) is added
+//! ([`owned_mode`]).
 //!
 //! Other volume types fail the start of a container that mounts them.
 
@@ -33,21 +39,38 @@ pub struct Dirs<'a> {
 /// What [`prepare`] does for a volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prepare {
-    /// Creates the directory (emptyDir, persistentVolumeClaim).
+    /// Creates the directory, writable by every user (emptyDir).
+    EmptyDir,
+    /// Creates the directory (persistentVolumeClaim).
     Dir,
-    /// Creates the directory and (re)writes these files in it.
+    /// Creates the directory and (re)writes these files in it (configMap, downwardAPI).
     Files(Vec<VolumeFile>),
+    /// Nothing on the host: the container's child writes these files on a tmpfs of its own
+    /// mount namespace (secret, projected; see [`super::sandbox`]). The volume's `source` is
+    /// only a name for messages.
+    Memory(Vec<VolumeFile>),
     /// Checks (and for `DirectoryOrCreate`/`FileOrCreate` creates) a hostPath by its `type`.
     HostPath(String),
 }
 
 /// One file of a configMap, secret, projected or downwardAPI volume.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct VolumeFile {
     /// Relative to the volume's directory.
     pub path: String,
     pub data: Vec<u8>,
     pub mode: u32,
+}
+
+/// Without the data: a secret's bytes never reach a log through a `{:?}`.
+impl std::fmt::Debug for VolumeFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VolumeFile")
+            .field("path", &self.path)
+            .field("bytes", &self.data.len())
+            .field("mode", &format_args!("{:o}", self.mode))
+            .finish()
+    }
 }
 
 /// A volume of the pod, resolved to a host path.
@@ -67,11 +90,30 @@ pub struct Mount {
     pub source: PathBuf,
     pub target: PathBuf,
     pub read_only: bool,
-    /// `subPath`: the source is a sub-path of the volume, created when missing.
-    pub sub_path: bool,
+    /// `subPath` (or the expanded `subPathExpr`): the source is this sub-path of the volume,
+    /// created when missing.
+    pub sub_path: Option<PathBuf>,
 }
 
 const DEFAULT_MODE: u32 = 0o644;
+
+/// The mode of an emptyDir's directory (kubelet's): every user may write.
+pub const EMPTY_DIR_MODE: u32 = 0o777;
+
+/// The mode a volume's file or directory gets with the pod's `fsGroup` (kubelet's
+/// `SetVolumeOwnership`): group read (and write unless the volume is read-only) added, and for
+/// directories group search and the setgid bit, so that new files inherit the group. Without
+/// `fsGroup` the mode is unchanged.
+pub fn owned_mode(mode: u32, fs_group: Option<u32>, dir: bool, read_only: bool) -> u32 {
+    if fs_group.is_none() {
+        return mode;
+    }
+    let mut add = if read_only { 0o440 } else { 0o660 };
+    if dir {
+        add |= 0o110 | 0o2000;
+    }
+    mode | add
+}
 
 fn mode(m: Option<i32>, default: u32) -> u32 {
     m.map(|m| m as u32 & 0o7777).unwrap_or(default)
@@ -139,7 +181,7 @@ pub fn plan_volume(
         read_only,
     };
     if vol.empty_dir.is_some() {
-        return Ok(plan(own, Prepare::Dir, false));
+        return Ok(plan(own, Prepare::EmptyDir, false));
     }
     if let Some(cm) = &vol.config_map {
         let files = key_files(
@@ -164,7 +206,7 @@ pub fn plan_volume(
             s.optional == Some(true),
             mode(s.default_mode, DEFAULT_MODE),
         )?;
-        return Ok(plan(own, Prepare::Files(files), true));
+        return Ok(plan(own, Prepare::Memory(files), true));
     }
     if let Some(p) = &vol.projected {
         let default_mode = mode(p.default_mode, DEFAULT_MODE);
@@ -184,7 +226,8 @@ pub fn plan_volume(
                 files.extend(downward_files(d.items.iter().flatten(), default_mode, field)?);
             }
         }
-        return Ok(plan(own, Prepare::Files(files), true));
+        // As kubelet, on memory: a projected volume carries tokens and secrets.
+        return Ok(plan(own, Prepare::Memory(files), true));
     }
     if let Some(d) = &vol.downward_api {
         let files = downward_files(d.items.iter().flatten(), mode(d.default_mode, DEFAULT_MODE), field)?;
@@ -265,24 +308,44 @@ pub fn plan_mounts(
             source: sub.as_ref().map_or_else(|| vol.source.clone(), |s| vol.source.join(s)),
             target,
             read_only: vol.read_only || vm.read_only == Some(true),
-            sub_path: sub.is_some(),
+            sub_path: sub.map(PathBuf::from),
         });
     }
     mounts.sort_by_key(|m| m.target.components().count());
     Ok((planned, mounts))
 }
 
-/// Creates a volume's directory or host path and writes its files.
-pub fn prepare(v: &VolumePlan) -> Result<(), String> {
+/// Creates a volume's directory or host path and writes its files; with `fs_group`, the
+/// volume's directories and files belong to that group ([`owned_mode`]). In-memory volumes
+/// ([`Prepare::Memory`]) have nothing on the host.
+pub fn prepare(v: &VolumePlan, fs_group: Option<u32>) -> Result<(), String> {
     let io = |what: &str, p: &Path, e: std::io::Error| format!("volume {:?}: {what} {}: {e}", v.name, p.display());
+    // Group and mode of one path of the volume, as `owned_mode` says.
+    let own = |p: &Path, mode: u32, dir: bool| -> Result<(), String> {
+        if let Some(gid) = fs_group {
+            std::os::unix::fs::chown(p, None, Some(gid)).map_err(|e| io("changing the group of", p, e))?;
+        }
+        let mode = owned_mode(mode, fs_group, dir, v.read_only);
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(|e| io("setting the mode of", p, e))
+    };
     match &v.prepare {
+        Prepare::Memory(_) => Ok(()),
         Prepare::Dir => std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e)),
+        Prepare::EmptyDir => {
+            std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e))?;
+            own(&v.source, EMPTY_DIR_MODE, true)
+        }
         Prepare::Files(files) => {
             std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e))?;
+            own(&v.source, 0o755, true)?;
             for f in files {
                 let path = v.source.join(&f.path);
                 if let Some(dir) = path.parent() {
                     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
+                    // Directories of item paths (`dir/file`) inside the volume.
+                    for d in dir.ancestors().take_while(|d| d.starts_with(&v.source) && *d != v.source) {
+                        own(d, 0o755, true)?;
+                    }
                 }
                 // Written beside and renamed: a container reading the volume never sees half a file.
                 let tmp = path.with_file_name(format!(
@@ -290,8 +353,7 @@ pub fn prepare(v: &VolumePlan) -> Result<(), String> {
                     path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
                 ));
                 std::fs::write(&tmp, &f.data).map_err(|e| io("writing", &tmp, e))?;
-                std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(f.mode))
-                    .map_err(|e| io("setting the mode of", &tmp, e))?;
+                own(&tmp, f.mode, false)?;
                 std::fs::rename(&tmp, &path).map_err(|e| io("writing", &path, e))?;
             }
             Ok(())
@@ -392,7 +454,7 @@ mod tests {
         assert_eq!(vols.len(), 4, "each mounted volume once, unmounted ones not planned");
         assert_eq!(
             (by("scratch").source.to_str(), &by("scratch").prepare),
-            (Some("/s/pods/u1/volumes/scratch"), &Prepare::Dir)
+            (Some("/s/pods/u1/volumes/scratch"), &Prepare::EmptyDir)
         );
         assert_eq!(by("data").source, Path::new("/s/pvc/ns/claim"));
         assert_eq!(by("host").prepare, Prepare::HostPath("DirectoryOrCreate".into()));
@@ -428,9 +490,14 @@ mod tests {
         )
         .unwrap();
         let files = |i: usize| match &vols[i].prepare {
-            Prepare::Files(f) => f.iter().map(|f| (f.path.clone(), f.data.clone(), f.mode)).collect::<Vec<_>>(),
+            Prepare::Files(f) | Prepare::Memory(f) => {
+                f.iter().map(|f| (f.path.clone(), f.data.clone(), f.mode)).collect::<Vec<_>>()
+            }
             p => panic!("{p:?}"),
         };
+        assert!(matches!(vols[0].prepare, Prepare::Files(_)), "a configMap is written on disk");
+        assert!(matches!(vols[1].prepare, Prepare::Memory(_)), "a secret never is");
+        assert!(matches!(vols[2].prepare, Prepare::Memory(_)), "nor a projected volume");
         assert_eq!(files(0), [("dir/bee".to_string(), b"B".to_vec(), 0o600)]);
         assert_eq!(files(1), [("token".to_string(), b"t0k".to_vec(), 0o400)]);
         assert_eq!(
@@ -483,6 +550,74 @@ mod tests {
     }
 
     #[test]
+    fn sub_paths_are_kept_relative_to_their_volume() {
+        let (_, mounts) = plan(
+            json!([{"name": "sec", "secret": {"secretName": "sec"}}]),
+            json!([{"name": "sec", "mountPath": "/t", "subPath": "token"}, {"name": "sec", "mountPath": "/all"}]),
+        )
+        .unwrap();
+        let subs: Vec<Option<&str>> = mounts.iter().map(|m| m.sub_path.as_deref().and_then(Path::to_str)).collect();
+        assert_eq!(subs, [Some("token"), None]);
+    }
+
+    #[test]
+    fn an_fs_group_adds_group_access_and_setgid_directories() {
+        // (mode, fsGroup, directory, read-only volume) -> mode
+        for (mode, fs_group, dir, read_only, want) in [
+            (0o644, None, false, true, 0o644),
+            (0o777, None, true, false, 0o777),
+            (0o400, Some(2000), false, true, 0o440),
+            (0o600, Some(2000), false, false, 0o660),
+            (0o755, Some(2000), true, true, 0o2755),
+            (0o777, Some(2000), true, false, 0o2777),
+            (0o700, Some(2000), true, false, 0o2770),
+        ] {
+            assert_eq!(
+                owned_mode(mode, fs_group, dir, read_only),
+                want,
+                "{mode:o} {fs_group:?} dir={dir} ro={read_only}"
+            );
+        }
+    }
+
+    #[test]
+    fn prepared_volumes_belong_to_the_fs_group() {
+        let dir = tempfile::tempdir().unwrap();
+        // Our own group: a group we may give files to without privileges.
+        // SAFETY: getegid(2) cannot fail.
+        let gid = unsafe { nix::libc::getegid() };
+        let empty =
+            VolumePlan { name: "e".into(), source: dir.path().join("e"), prepare: Prepare::EmptyDir, read_only: false };
+        prepare(&empty, Some(gid)).unwrap();
+        let meta = std::fs::metadata(dir.path().join("e")).unwrap();
+        assert_eq!((meta.permissions().mode() & 0o7777, std::os::unix::fs::MetadataExt::gid(&meta)), (0o2777, gid));
+        prepare(&empty, None).unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.path().join("e")).unwrap().permissions().mode() & 0o7777,
+            0o777,
+            "0777 without fsGroup"
+        );
+        let files = VolumePlan {
+            name: "c".into(),
+            source: dir.path().join("c"),
+            prepare: Prepare::Files(vec![VolumeFile { path: "d/f".into(), data: b"x".to_vec(), mode: 0o400 }]),
+            read_only: true,
+        };
+        prepare(&files, Some(gid)).unwrap();
+        let mode = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().permissions().mode() & 0o7777;
+        assert_eq!((mode("c"), mode("c/d"), mode("c/d/f")), (0o2755, 0o2755, 0o440));
+        let memory = VolumePlan {
+            name: "s".into(),
+            source: dir.path().join("s"),
+            prepare: Prepare::Memory(vec![VolumeFile { path: "k".into(), data: b"x".to_vec(), mode: 0o400 }]),
+            read_only: true,
+        };
+        prepare(&memory, None).unwrap();
+        assert!(!dir.path().join("s").exists(), "nothing of an in-memory volume on disk");
+        assert!(!format!("{memory:?}").contains("[120]"), "no data in debug output: {memory:?}");
+    }
+
+    #[test]
     fn prepare_writes_files_and_checks_host_paths() {
         let dir = tempfile::tempdir().unwrap();
         let v = VolumePlan {
@@ -491,8 +626,8 @@ mod tests {
             prepare: Prepare::Files(vec![VolumeFile { path: "d/f".into(), data: b"x".to_vec(), mode: 0o600 }]),
             read_only: true,
         };
-        prepare(&v).unwrap();
-        prepare(&v).unwrap();
+        prepare(&v, None).unwrap();
+        prepare(&v, None).unwrap();
         let f = dir.path().join("c/d/f");
         assert_eq!(std::fs::read(&f).unwrap(), b"x");
         assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600);
@@ -502,10 +637,12 @@ mod tests {
             prepare: Prepare::HostPath(t.into()),
             read_only: false,
         };
-        assert!(prepare(&host(dir.path().join("missing"), "Directory")).unwrap_err().contains("is not a directory"));
-        prepare(&host(dir.path().join("made"), "DirectoryOrCreate")).unwrap();
+        assert!(
+            prepare(&host(dir.path().join("missing"), "Directory"), None).unwrap_err().contains("is not a directory")
+        );
+        prepare(&host(dir.path().join("made"), "DirectoryOrCreate"), None).unwrap();
         assert!(dir.path().join("made").is_dir());
-        prepare(&host(dir.path().join("made/file"), "FileOrCreate")).unwrap();
-        prepare(&host(dir.path().join("made/file"), "File")).unwrap();
+        prepare(&host(dir.path().join("made/file"), "FileOrCreate"), None).unwrap();
+        prepare(&host(dir.path().join("made/file"), "File"), None).unwrap();
     }
 }
