@@ -221,6 +221,15 @@ pub async fn start_with(opts: &ClusterOptions, appwrapper: AppWrapperConfig) -> 
     Ok(Embedded { url, ui_url, kubeconfig: opts.kubeconfig.clone(), serving, stop, cluster })
 }
 
+/// Makes every file and directory this process creates from now on private to its user (umask
+/// 077), for `jobset up`, whose data dir holds the store (Secrets), the CA key and token,
+/// container logs and records: so is whatever a later version writes there. The process runtime gives
+/// containers the usual 022 before exec; files written for pods to read set their modes.
+/// (`jobset run` keeps its state in a temporary directory of mode 0700.)
+pub fn private_files() {
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+}
+
 /// The address that opens the web view served beside the API at `url`: its login page with the
 /// token in the URL fragment, which a browser keeps to itself (the page's script posts it to the
 /// login form, then drops it from the address bar and the history), so the token never shows

@@ -3,7 +3,9 @@
 //!
 //! A cluster is its data directory, by default `$XDG_DATA_HOME/jobset/NAME` (else
 //! `~/.local/share/jobset/NAME`): the objects, the PKI, the standalone `kubeconfig`, the
-//! background process's log `jobset.log` and, while a `jobset up` serves it, `jobset.pid`.
+//! background process's log `jobset.log` and, while a `jobset up` serves it, `jobset.pid`. That
+//! `jobset up` holds an exclusive lock on `jobset.lock` for its life: a second one on the same
+//! directory is refused.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -26,6 +28,8 @@ use crate::up::UpArgs;
 pub const DEFAULT_NAME: &str = "default";
 /// The pid file of the `jobset up` serving a data directory.
 pub const PID_FILE: &str = "jobset.pid";
+/// The file a `jobset up` holds an exclusive lock (flock) on while it serves a data directory.
+pub const LOCK_FILE: &str = "jobset.lock";
 /// Where a background `jobset up` writes its stdout and stderr.
 pub const LOG_FILE: &str = "jobset.log";
 /// The standalone kubeconfig `jobset up` writes into its data directory.
@@ -103,33 +107,79 @@ pub fn running(dir: &Path) -> Option<i32> {
     alive(pid).then_some(pid)
 }
 
-/// This process's claim on a data directory, released (the pid file removed) when dropped.
-pub struct PidFile(PathBuf);
+/// This process's claim on a data directory: an exclusive lock on its `jobset.lock`, and the pid
+/// file `status` and `down` read (removed when dropped). The lock, not the pid file, decides: the
+/// kernel releases it when the process ends, however it ends (a `kill -9` leaves no stale claim),
+/// and two `jobset up` starting at once cannot both take it.
+pub struct PidFile {
+    path: PathBuf,
+    /// Held for the claim's life. Opened close-on-exec (std's default), so the container
+    /// supervisors this process spawns, which may outlive it, never hold it.
+    _lock: fs::File,
+}
 
 impl PidFile {
-    /// Writes this process's pid into `dir`'s pid file, unless another live `jobset up` holds it.
+    /// Locks `dir` (creating it, mode 0700) for this process and writes its pid file; refuses
+    /// (naming the holder's pid when known, and how to stop it) while another process holds it.
+    /// A data dir left readable to others by an older version is made private first.
     pub fn claim(dir: &Path, name: &str) -> anyhow::Result<PidFile> {
-        let own = std::process::id() as i32;
-        if let Some(pid) = running(dir).filter(|&p| p != own) {
-            return Err(already_running(name, pid, dir).into());
-        }
+        use std::io::Write;
         create_private_dir(dir)?;
+        let mut lock = lock(dir, name)?;
+        tighten(dir);
+        let own = std::process::id() as i32;
+        // For the message of the next one refused.
+        let lock_path = dir.join(LOCK_FILE);
+        lock.set_len(0)
+            .and_then(|()| lock.write_all(format!("{own}\n").as_bytes()))
+            .with_context(|| format!("writing {}", lock_path.display()))?;
         let path = dir.join(PID_FILE);
         let tmp = dir.join(format!(".{PID_FILE}.{own}"));
         fs::write(&tmp, format!("{own}\n"))
             .and_then(|()| fs::rename(&tmp, &path))
             .with_context(|| format!("writing {}", path.display()))?;
-        Ok(PidFile(path))
+        Ok(PidFile { path, _lock: lock })
     }
 }
 
 impl Drop for PidFile {
     fn drop(&mut self) {
-        let ours = fs::read_to_string(&self.0).is_ok_and(|s| s.trim() == std::process::id().to_string());
+        let ours = fs::read_to_string(&self.path).is_ok_and(|s| s.trim() == std::process::id().to_string());
         if ours {
-            let _ = fs::remove_file(&self.0);
+            let _ = fs::remove_file(&self.path);
         }
     }
+}
+
+/// Takes the exclusive lock on `dir`'s lock file, or says who holds it.
+fn lock(dir: &Path, name: &str) -> anyhow::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(LOCK_FILE);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .with_context(|| format!("opening the data dir's lock {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            // The holder writes its pid right after locking; until then, or from an older
+            // version, the pid file may name it.
+            let holder = fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+                .filter(|&p| alive(p))
+                .or_else(|| running(dir));
+            return Err(already_running(name, holder, dir).into());
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(anyhow::Error::new(e).context(format!("locking the data dir's lock {}", path.display())));
+        }
+    }
+    Ok(file)
 }
 
 /// Creates `dir` (and missing parents) with mode 0700, as the data dir holds the cluster's keys.
@@ -141,12 +191,50 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("creating the data dir {}", dir.display()))
 }
 
-fn already_running(name: &str, pid: i32, dir: &Path) -> Failure {
-    let down = if name == DEFAULT_NAME { "jobset down".to_string() } else { format!("jobset down --name {name}") };
+/// `mode` without its group and other bits, if it has any.
+pub fn private_mode(mode: u32) -> Option<u32> {
+    (mode & 0o077 != 0).then_some(mode & !0o077)
+}
+
+/// Makes a data dir that an older version left readable to others private: the directory 0700,
+/// which alone closes everything below it to group and others, and the files that hold secrets
+/// in the clear, the store (Secrets) and the background log, 0600. Each change is logged; one
+/// that fails (a directory of another user) is logged and left.
+fn tighten(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let paths = [dir.to_path_buf(), dir.join(jobset_apiserver::persist::Redb::FILE), dir.join(LOG_FILE)];
+    for path in paths {
+        let Ok(meta) = fs::symlink_metadata(&path) else { continue };
+        let mode = meta.mode() & 0o7777;
+        let Some(private) = private_mode(mode) else { continue };
+        match fs::set_permissions(&path, fs::Permissions::from_mode(private)) {
+            Ok(()) => tracing::warn!(
+                "{} was mode {mode:04o}, readable to others: made it {private:04o} (the data dir holds the cluster's keys and Secrets)",
+                path.display()
+            ),
+            Err(e) => tracing::warn!("{} is mode {mode:04o}, readable to others, and stays so: {e}", path.display()),
+        }
+    }
+}
+
+/// The command that stops the cluster `name` on `dir`: by name when `dir` is the name's own data
+/// dir (`default_dir`), else by data dir.
+pub fn down_command(name: &str, dir: &Path, default_dir: Option<&Path>) -> String {
+    let by_name = if name == DEFAULT_NAME { String::new() } else { format!(" --name {name}") };
+    if default_dir == Some(dir) {
+        format!("jobset down{by_name}")
+    } else {
+        format!("jobset down{by_name} --data-dir {}", dir.display())
+    }
+}
+
+fn already_running(name: &str, pid: Option<i32>, dir: &Path) -> Failure {
+    let down = down_command(name, dir, data_dir(None, name).ok().as_deref());
+    let pid = pid.map(|p| format!(" (pid {p})")).unwrap_or_default();
     Failure::new(
         1,
         format!(
-            "error: cluster {name:?} is already running (pid {pid}, data dir {}): `{down}` stops it",
+            "error: cluster {name:?} is already running{pid}: its data dir {} is in use by another `jobset up`; `{down}` stops it",
             dir.display()
         ),
     )
@@ -182,11 +270,12 @@ async fn readyz(path: &Path, timeout: Duration) -> anyhow::Result<()> {
 // jobset up --detach
 // ---------------------------------------------------------------------------
 
-/// The arguments of the background `jobset up`: this command's, without `--detach`, plus the
-/// data directory and the standalone kubeconfig when they were not given (the parent merges the
-/// context once the cluster is ready).
+/// The arguments of the background `jobset up`: this command's, without `--detach` and with
+/// `--background` (its stdout is a log), plus the data directory and the standalone kubeconfig
+/// when they were not given (the parent merges the context once the cluster is ready).
 pub fn background_args(args: &[OsString], data_dir: Option<&Path>, kubeconfig: Option<&Path>) -> Vec<OsString> {
     let mut out: Vec<OsString> = args.iter().filter(|a| a.as_os_str() != "--detach").cloned().collect();
+    out.push("--background".into());
     if let Some(dir) = data_dir {
         out.extend(["--data-dir".into(), dir.into()]);
     }
@@ -220,9 +309,8 @@ pub async fn detach(args: &UpArgs) -> anyhow::Result<()> {
     let name = args.name.as_str();
     let dir = data_dir(args.data_dir.as_deref(), name)?;
     create_private_dir(&dir)?;
-    if let Some(pid) = running(&dir) {
-        return Err(already_running(name, pid, &dir).into());
-    }
+    // Refused early while another `jobset up` holds the dir; the background one claims it.
+    drop(lock(&dir, name)?);
     let own_kubeconfig = dir.join(KUBECONFIG_FILE);
     let kubeconfig = args.kubeconfig.clone().unwrap_or_else(|| own_kubeconfig.clone());
     let before = stamp(&kubeconfig);
@@ -505,12 +593,13 @@ mod tests {
     }
 
     #[test]
-    fn background_args_drop_detach_and_add_what_was_defaulted() {
+    fn background_args_drop_detach_mark_the_background_and_add_what_was_defaulted() {
         let args: Vec<OsString> = ["up", "--detach", "--port", "0"].map(OsString::from).to_vec();
         let got = background_args(&args, Some(Path::new("/d")), Some(Path::new("/d/kubeconfig")));
-        assert_eq!(got, ["up", "--port", "0", "--data-dir", "/d", "--kubeconfig", "/d/kubeconfig"].map(OsString::from));
+        let want = ["up", "--port", "0", "--background", "--data-dir", "/d", "--kubeconfig", "/d/kubeconfig"];
+        assert_eq!(got, want.map(OsString::from));
         let given: Vec<OsString> = ["up", "--data-dir", "/e", "--detach"].map(OsString::from).to_vec();
-        assert_eq!(background_args(&given, None, None), ["up", "--data-dir", "/e"].map(OsString::from));
+        assert_eq!(background_args(&given, None, None), ["up", "--data-dir", "/e", "--background"].map(OsString::from));
     }
 
     #[test]
@@ -524,22 +613,94 @@ mod tests {
     }
 
     #[test]
-    fn a_live_pid_file_of_another_process_is_not_claimed_a_dead_one_is() {
+    fn a_locked_data_dir_is_refused_naming_the_holder_and_free_again_once_released() {
         let dir = tempfile::tempdir().unwrap();
+        let claim = PidFile::claim(dir.path(), "dev").unwrap();
+        let own = std::process::id();
+        assert_eq!(fs::read_to_string(dir.path().join(LOCK_FILE)).unwrap(), format!("{own}\n"));
+        // A lock is per open file: a second claim, even from this process, is refused.
+        let err = PidFile::claim(dir.path(), "dev").err().unwrap().to_string();
+        let want = format!(
+            "error: cluster \"dev\" is already running (pid {own}): its data dir {0} is in use by another `jobset up`; `jobset down --name dev --data-dir {0}` stops it",
+            dir.path().display()
+        );
+        assert_eq!(err, want);
+        drop(claim);
+        // What a dead holder left (its pid in both files) does not count: only the lock does.
+        fs::write(dir.path().join(PID_FILE), format!("{own}\n")).unwrap();
+        let again = PidFile::claim(dir.path(), "dev").unwrap();
+        drop(again);
+    }
+
+    #[test]
+    fn a_refusal_names_the_holder_from_the_pid_file_when_the_lock_file_has_none_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = lock(dir.path(), "dev").unwrap();
+        assert_eq!(lock_refusal(dir.path()), None, "an empty lock file and no pid file: no pid to name");
         // Our parent (the test harness) is alive and not us.
         let parent = nix::unistd::getppid().as_raw();
         fs::write(dir.path().join(PID_FILE), format!("{parent}\n")).unwrap();
-        let err = PidFile::claim(dir.path(), "dev").err().unwrap().to_string();
-        assert!(
-            err.contains(&format!("already running (pid {parent}")) && err.contains("jobset down --name dev"),
-            "{err}"
-        );
-        // A reaped child's pid names no process.
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        fs::write(dir.path().join(PID_FILE), format!("{dead}\n")).unwrap();
-        assert!(PidFile::claim(dir.path(), "dev").is_ok());
+        assert_eq!(lock_refusal(dir.path()), Some(parent));
+        drop(lock);
+    }
+
+    /// The pid a refused claim of `dir` names.
+    fn lock_refusal(dir: &Path) -> Option<i32> {
+        let err = PidFile::claim(dir, "dev").err().expect("refused").to_string();
+        let pid = err.split_once("(pid ").map(|(_, rest)| rest.split(')').next().unwrap().parse().unwrap());
+        assert!(err.contains("is in use by another `jobset up`"), "{err}");
+        pid
+    }
+
+    #[test]
+    fn down_command_names_the_data_dir_unless_it_is_the_names_own() {
+        let own = Path::new("/home/u/.local/share/jobset/default");
+        for (name, dir, default_dir, want) in [
+            ("default", own, Some(own), "jobset down"),
+            ("dev", Path::new("/d/dev"), Some(Path::new("/d/dev")), "jobset down --name dev"),
+            ("default", Path::new("/x"), Some(own), "jobset down --data-dir /x"),
+            ("dev", Path::new("/x"), None, "jobset down --name dev --data-dir /x"),
+        ] {
+            assert_eq!(down_command(name, dir, default_dir), want, "{name} {dir:?}");
+        }
+    }
+
+    #[test]
+    fn private_mode_drops_group_and_other_bits() {
+        for (mode, want) in [
+            (0o755, Some(0o700)),
+            (0o644, Some(0o600)),
+            (0o640, Some(0o600)),
+            (0o1777, Some(0o1700)),
+            (0o700, None),
+            (0o600, None),
+            (0o400, None),
+        ] {
+            assert_eq!(private_mode(mode), want, "{mode:o}");
+        }
+    }
+
+    #[test]
+    fn claiming_a_loose_data_dir_makes_it_and_its_secret_files_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("data");
+        fs::create_dir(&dir).unwrap();
+        let store = dir.join(jobset_apiserver::persist::Redb::FILE);
+        let other = dir.join("other");
+        for (path, mode) in [(&dir, 0o755), (&store, 0o644), (&other, 0o644)] {
+            if path != &dir {
+                fs::write(path, "x").unwrap();
+            }
+            fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let claim = PidFile::claim(&dir, "x").unwrap();
+        let mode = |p: &Path| fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&store), 0o600);
+        assert_eq!(mode(&dir.join(LOCK_FILE)), 0o600);
+        assert_eq!(mode(&other), 0o644, "other files are closed by the directory's mode, not changed");
+        drop(claim);
     }
 
     #[test]

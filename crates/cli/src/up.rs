@@ -36,6 +36,10 @@ pub struct UpArgs {
     /// DATA_DIR/jobset.log) until `jobset down`. DATA_DIR defaults to the name's directory.
     #[arg(long)]
     pub detach: bool,
+    /// Set by --detach on the background process, whose stdout is its log: the summary points at
+    /// the token's file instead of showing the token in the web UI's address.
+    #[arg(long, hide = true)]
+    pub background: bool,
     /// How long --detach waits for the cluster to be ready.
     #[arg(long, default_value = "2m", value_parser = crate::parse_duration)]
     pub ready_timeout: Duration,
@@ -136,6 +140,8 @@ fn local_nodes(count: Option<usize>, hostname: &str, machine: Option<&Machine>) 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     // Bad input is reported before anything listens.
     let appwrapper = args.appwrapper.load()?;
+    // Before the first file of the data dir (or the background log) is written.
+    cluster::private_files();
     if args.detach {
         return crate::lifecycle::detach(&args).await;
     }
@@ -182,11 +188,18 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             None
         }
     };
+    // The background process's stdout is its log: no token in it.
+    let ui = if args.background {
+        let token = opts.state_dir.join(jobset_apiserver::tls::TOKEN_FILE);
+        format!("{}{}/login (token in {})", embedded.url, jobset_apiserver::serve::UI_PATH, token.display())
+    } else {
+        embedded.ui_url.clone()
+    };
     print!(
         "{}",
         summary(&Summary {
             url: &embedded.url,
-            ui: &embedded.ui_url,
+            ui: &ui,
             kubeconfig: &embedded.kubeconfig,
             nodes: opts.nodes.as_deref(),
             runtime: &opts.runtime,
