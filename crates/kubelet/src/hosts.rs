@@ -97,7 +97,15 @@ pub fn render(namespace: &str, pods: &[Pod], services: &[Service]) -> String {
 /// pins), creating it when missing.
 pub fn write_in_place(path: &Path, content: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+    readable(&f)?;
     f.write_all(content.as_bytes())
+}
+
+/// Mode 0644 whatever the umask (`jobset up` runs with 077): a container of any `runAsUser` reads
+/// its `/etc/hosts`, as the kubelet's 0644 file.
+fn readable(f: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(0o644))
 }
 
 /// Creates `<dir>/<namespace>` with only `localhost` when it does not exist yet (so a container
@@ -106,7 +114,10 @@ pub fn ensure(dir: &Path, namespace: &str) -> std::io::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let path = dir.join(namespace);
     match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-        Ok(mut f) => f.write_all(render(namespace, &[], &[]).as_bytes())?,
+        Ok(mut f) => {
+            readable(&f)?;
+            f.write_all(render(namespace, &[], &[]).as_bytes())?
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }

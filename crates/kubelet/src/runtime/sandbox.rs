@@ -1078,6 +1078,8 @@ pub fn join(cmd: &mut std::process::Command, pid: u32, enter_cwd: bool) -> io::R
             if let Some(d) = &dir {
                 cvt(libc::fchdir(d.as_raw_fd()))?;
             }
+            // As the container's own processes: runc's 022, not `jobset up`'s private 077.
+            libc::umask(0o022);
             Ok(())
         });
     }

@@ -315,6 +315,20 @@ pub fn plan_mounts(
     Ok((planned, mounts))
 }
 
+/// Creates `dir` and its missing parents with `mode` (only those it creates: an existing directory
+/// keeps its mode), whatever the process's umask.
+fn create_dirs(dir: &Path, mode: u32) -> std::io::Result<()> {
+    let missing: Vec<&Path> = dir.ancestors().take_while(|d| !d.exists()).collect();
+    for d in missing.into_iter().rev() {
+        match std::fs::create_dir(d) {
+            Ok(()) => std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))?,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Creates a volume's directory or host path and writes its files; with `fs_group`, the
 /// volume's directories and files belong to that group ([`owned_mode`]). In-memory volumes
 /// ([`Prepare::Memory`]) have nothing on the host.
@@ -330,7 +344,8 @@ pub fn prepare(v: &VolumePlan, fs_group: Option<u32>) -> Result<(), String> {
     };
     match &v.prepare {
         Prepare::Memory(_) => Ok(()),
-        Prepare::Dir => std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e)),
+        // A claim's directory is writable by any user, as local-path-provisioner's (`mkdir -m 0777`).
+        Prepare::Dir => create_dirs(&v.source, 0o777).map_err(|e| io("creating", &v.source, e)),
         Prepare::EmptyDir => {
             std::fs::create_dir_all(&v.source).map_err(|e| io("creating", &v.source, e))?;
             own(&v.source, EMPTY_DIR_MODE, true)
@@ -366,17 +381,20 @@ pub fn prepare(v: &VolumePlan, fs_group: Option<u32>) -> Result<(), String> {
             };
             match kind.as_str() {
                 "" => Ok(()),
-                "DirectoryOrCreate" => std::fs::create_dir_all(p).map_err(|e| io("creating", p, e)),
+                // kubelet's modes (MkdirAll 0755, OpenFile 0644), whatever `jobset up`'s umask.
+                "DirectoryOrCreate" => create_dirs(p, 0o755).map_err(|e| io("creating", p, e)),
                 "FileOrCreate" => {
                     if meta.is_err() {
                         if let Some(dir) = p.parent() {
-                            std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
+                            create_dirs(dir, 0o755).map_err(|e| io("creating", dir, e))?;
                         }
-                        std::fs::OpenOptions::new()
+                        let f = std::fs::OpenOptions::new()
                             .create(true)
                             .append(true)
                             .open(p)
                             .map_err(|e| io("creating", p, e))?;
+                        f.set_permissions(std::fs::Permissions::from_mode(0o644))
+                            .map_err(|e| io("setting the mode of", p, e))?;
                     }
                     Ok(())
                 }
@@ -644,5 +662,31 @@ mod tests {
         assert!(dir.path().join("made").is_dir());
         prepare(&host(dir.path().join("made/file"), "FileOrCreate"), None).unwrap();
         prepare(&host(dir.path().join("made/file"), "File"), None).unwrap();
+    }
+
+    #[test]
+    fn created_claim_and_host_path_directories_get_their_modes_and_existing_ones_keep_theirs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &str| std::fs::metadata(dir.path().join(p)).unwrap().permissions().mode() & 0o7777;
+        std::fs::create_dir(dir.path().join("kept")).unwrap();
+        std::fs::set_permissions(dir.path().join("kept"), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let claim = VolumePlan {
+            name: "c".into(),
+            source: dir.path().join("kept/ns/claim"),
+            prepare: Prepare::Dir,
+            read_only: false,
+        };
+        prepare(&claim, None).unwrap();
+        let host = VolumePlan {
+            name: "h".into(),
+            source: dir.path().join("kept/host/file"),
+            prepare: Prepare::HostPath("FileOrCreate".into()),
+            read_only: false,
+        };
+        prepare(&host, None).unwrap();
+        assert_eq!(
+            (mode("kept"), mode("kept/ns"), mode("kept/ns/claim"), mode("kept/host"), mode("kept/host/file")),
+            (0o700, 0o777, 0o777, 0o755, 0o644)
+        );
     }
 }
