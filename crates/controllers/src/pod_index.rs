@@ -149,6 +149,12 @@ impl<S: Summary> PodIndex<S> {
         events.filter_map(move |ev| std::future::ready(index.apply(ev)))
     }
 
+    /// Whether the first list is complete: before it, an owner's pods may be missing from
+    /// [`PodIndex::of`] (upstream's controllers wait for their informers' `HasSynced`).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
     /// The pods filed under `owner`.
     pub fn of(&self, owner: &str) -> Vec<Arc<Pod>> {
         lock(&self.pods)
@@ -278,7 +284,9 @@ mod tests {
         index.apply(watcher::Event::Init);
         index.apply(watcher::Event::InitApply(filed("a", "p1")));
         assert!(index.of_owners_where(|_, _| true).is_none());
+        assert!(!index.is_synced(), "a Job controller waits: its pods may be missing");
         index.apply(watcher::Event::InitDone);
+        assert!(index.is_synced());
         index.apply(watcher::Event::Apply(filed("b", "p2")));
         index.apply(watcher::Event::Apply(filed("c", "p3")));
         let picked = |live: &[&str]| {

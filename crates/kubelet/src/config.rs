@@ -143,6 +143,9 @@ pub struct AgentConfig {
     /// The back-off starts over when a container's previous restart is longer ago than this
     /// (kubelet: 10 minutes of running without a problem).
     pub restart_backoff_reset: Duration,
+    /// How long a container the runtime could not create (a full disk, too many open files)
+    /// waits before the next try (kubelet: its pod worker's back-off period, 10 s).
+    pub create_retry: Duration,
     /// The least grace a container gets after a preStop hook that used up (most of) the grace
     /// period (kubelet: 2 s, §4.5).
     pub min_kill_grace_after_pre_stop: Duration,
@@ -161,6 +164,7 @@ impl Default for AgentConfig {
             restart_backoff_base: Duration::from_secs(10),
             restart_backoff_max: Duration::from_secs(300),
             restart_backoff_reset: Duration::from_secs(600),
+            create_retry: Duration::from_secs(10),
             min_kill_grace_after_pre_stop: Duration::from_secs(2),
             default_run_duration: Duration::from_secs(1),
             log_dir: None,

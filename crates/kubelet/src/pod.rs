@@ -31,7 +31,13 @@
 //!   already finished, its final status is written, then the deletion is confirmed;
 //! - `activeDeadlineSeconds`: stopped and Failed with reason `DeadlineExceeded`;
 //! - a pod the agent finds unfinished after a restart with containers that had started is
-//!   Failed ([`PodMachine::after_agent_restart`]).
+//!   Failed ([`PodMachine::after_agent_restart`]);
+//! - a run the runtime could not create for a reason of the host's (a full disk, too many open
+//!   files: [`start_error_is_transient`]) did not happen: the container is Waiting
+//!   `CreateContainerError` and tried again after [`Backoff::create_retry`], its `restartCount`
+//!   unchanged, whatever the restart policy (kubelet counts only the containers it created); a
+//!   start the pod itself makes fail (a command not found) is a run that ended at once, exit
+//!   code 128, reason `StartError`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -250,6 +256,9 @@ pub struct Backoff {
     pub max: Duration,
     /// The delay starts over when a container's previous restart is longer ago than this.
     pub reset: Duration,
+    /// How long a container the runtime could not create waits before the next try (kubelet:
+    /// its pod worker's back-off period, 10 s).
+    pub create_retry: Duration,
 }
 
 /// Which container: an init container (sidecars included) or a regular one, by position.
@@ -305,6 +314,15 @@ pub enum CState {
         until: Timestamp,
         delay: Duration,
     },
+    /// The runtime could not create the run, for a reason of the host's
+    /// ([`start_error_is_transient`]): Waiting `CreateContainerError` with the runtime's
+    /// `message`, tried again at `until`. `restart`: the run was a restart, counted again when it
+    /// is tried again (the failed try is not counted).
+    CreateFailed {
+        until: Timestamp,
+        message: String,
+        restart: bool,
+    },
     Terminated(Termination),
 }
 
@@ -349,7 +367,9 @@ impl ContainerRun {
     }
 
     fn has_started(&self) -> bool {
-        !matches!(self.state, CState::Waiting | CState::Starting { .. }) || self.restart_count > 0
+        !matches!(self.state, CState::Waiting | CState::Starting { .. } | CState::CreateFailed { .. })
+            || self.restart_count > 0
+            || self.last.is_some()
     }
 
     fn is_ready(&self) -> bool {
@@ -364,6 +384,15 @@ impl ContainerRun {
 
     fn succeeded(&self) -> bool {
         matches!(&self.state, CState::Terminated(t) if t.exit_code == 0)
+    }
+
+    /// A create retry that will not happen (the pod stops or restarts): the container shows its
+    /// last run, or stays Waiting if it never ran.
+    fn give_up_create(&mut self) {
+        self.state = match self.last.clone() {
+            Some(last) => CState::Terminated(last),
+            None => CState::Waiting,
+        };
     }
 }
 
@@ -402,8 +431,9 @@ pub enum Event {
     Admit { at: Timestamp },
     /// A run the machine asked for is up.
     Started { c: CRef, restart_count: u32, id: String, ready: bool, at: Timestamp },
-    /// A run the machine asked for could not start.
-    StartFailed { c: CRef, restart_count: u32, message: String, at: Timestamp },
+    /// A run the machine asked for could not start; `transient`: for a reason of the host's
+    /// ([`start_error_is_transient`]), so it is tried again.
+    StartFailed { c: CRef, restart_count: u32, message: String, transient: bool, at: Timestamp },
     /// A run ended. `reason: None` means `Completed` for code 0, else `Error`.
     Exited {
         c: CRef,
@@ -563,7 +593,7 @@ impl PodMachine {
             _ => return None,
         };
         let backoffs = self.init.iter().chain(&self.containers).filter_map(|c| match c.state {
-            CState::BackOff { until, .. } => Some(until),
+            CState::BackOff { until, .. } | CState::CreateFailed { until, .. } => Some(until),
             _ => None,
         });
         let deadline = self.deadline();
@@ -612,7 +642,7 @@ impl PodMachine {
     /// The CrashLoopBackOff delay of the container's next restart (zero: immediate), moving its
     /// back-off forward.
     fn next_delay(&mut self, c: CRef, at: Timestamp) -> Duration {
-        let Backoff { base, max, reset } = self.backoff;
+        let Backoff { base, max, reset, .. } = self.backoff;
         let run = self.container_mut(c);
         if run.backoff_at.is_some_and(|prev| {
             at.duration_since(prev) > jiff::SignedDuration::try_from(reset).unwrap_or(jiff::SignedDuration::MAX)
@@ -658,6 +688,7 @@ impl PodMachine {
                     run.state = CState::Terminated(last);
                 }
             }
+            CState::CreateFailed { .. } => run.give_up_create(),
             _ => {}
         }
     }
@@ -668,7 +699,9 @@ impl PodMachine {
         self.stopping_all = true;
         for c in self.refs() {
             let run = self.container(c);
-            if run.spec.kind != ContainerKind::Sidecar || matches!(run.state, CState::BackOff { .. }) {
+            if run.spec.kind != ContainerKind::Sidecar
+                || matches!(run.state, CState::BackOff { .. } | CState::CreateFailed { .. })
+            {
                 self.stop_one(c, fx);
             }
         }
@@ -724,6 +757,7 @@ impl PodMachine {
                         run.state = CState::Terminated(last);
                     }
                 }
+                CState::CreateFailed { .. } => run.give_up_create(),
                 _ => {}
             }
         }
@@ -742,6 +776,26 @@ impl PodMachine {
         }
         self.advance(fx);
         fx.push(Effect::WriteStatus);
+    }
+
+    /// The runtime could not create run `c` for a reason of the host's: the run did not happen.
+    /// It is tried again after [`Backoff::create_retry`] while the pod is live, whatever the
+    /// restart policy; a run that was to be stopped is not.
+    fn create_failed(&mut self, c: CRef, message: String, at: Timestamp, fx: &mut Vec<Effect>) {
+        fx.push(Effect::WriteStatus);
+        let (live, retry) = (self.live(), self.backoff.create_retry);
+        let run = self.container_mut(c);
+        let stop = matches!(run.state, CState::Starting { stop: true });
+        // kubelet counts the containers it created: this try is not one.
+        let restart = run.last.is_some() && run.restart_count > 0;
+        if restart {
+            run.restart_count -= 1;
+        }
+        if live && !stop {
+            run.state = CState::CreateFailed { until: at + retry, message, restart };
+        } else {
+            run.give_up_create();
+        }
     }
 
     fn on_exit(&mut self, c: CRef, term: Termination, at: Timestamp, fx: &mut Vec<Effect>) {
@@ -802,7 +856,10 @@ impl PodMachine {
     fn check_pod_restart_done(&mut self) {
         if self.pod_restarting
             && self.stage == Stage::Running
-            && self.containers.iter().all(|c| !matches!(c.state, CState::Waiting | CState::Starting { .. }))
+            && self
+                .containers
+                .iter()
+                .all(|c| !matches!(c.state, CState::Waiting | CState::Starting { .. } | CState::CreateFailed { .. }))
         {
             self.pod_restarting = false;
         }
@@ -899,11 +956,15 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                 fx.push(Effect::WriteStatus);
             }
         }
-        Event::StartFailed { c, restart_count, message, at } => {
+        Event::StartFailed { c, restart_count, message, transient, at } => {
             let run = m.container(c);
             if matches!(run.state, CState::Starting { .. }) && run.restart_count == restart_count {
-                let term = termination(128, Some("StartError".into()), Some(message), None, at, None);
-                m.on_exit(c, term, at, &mut fx);
+                if transient {
+                    m.create_failed(c, message, at, &mut fx);
+                } else {
+                    let term = termination(128, Some("StartError".into()), Some(message), None, at, None);
+                    m.on_exit(c, term, at, &mut fx);
+                }
             }
         }
         Event::Exited { c, restart_count, exit_code, reason, message, at } => {
@@ -966,10 +1027,18 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                 } else if m.live() {
                     for c in m.refs() {
                         let run = m.container_mut(c);
-                        if matches!(run.state, CState::BackOff { until, .. } if until <= at) {
-                            run.restart_count += 1;
-                            m.start(c, &mut fx);
-                            fx.push(Effect::WriteStatus);
+                        match run.state {
+                            CState::BackOff { until, .. } if until <= at => {
+                                run.restart_count += 1;
+                                m.start(c, &mut fx);
+                                fx.push(Effect::WriteStatus);
+                            }
+                            // No status write: the try's outcome writes one.
+                            CState::CreateFailed { until, restart, .. } if until <= at => {
+                                run.restart_count += u32::from(restart);
+                                m.start(c, &mut fx);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -1013,6 +1082,30 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
 
 /// The pod condition of a `RestartAllContainers` restart (§4.3).
 pub const ALL_RESTARTING: &str = "AllContainersRestarting";
+
+/// kubelet's Waiting reason for a container the runtime could not create (`ErrCreateContainer`).
+pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
+
+/// The OS errors after which creating a container is worth trying again: the host lacked a
+/// resource for a while (disk space or quota, a failing disk, file descriptors, processes,
+/// memory). Any other error, or none (a command not found, a missing ConfigMap key), is the
+/// pod's own and fails the same way every time.
+const TRANSIENT_OS_ERRORS: [nix::errno::Errno; 7] = {
+    use nix::errno::Errno::*;
+    [ENOSPC, EDQUOT, EIO, EMFILE, ENFILE, EAGAIN, ENOMEM]
+};
+
+/// Whether a runtime's start error is for a reason of the host's that may pass, so the start is
+/// tried again: the last OS error the message names (std's `(os error N)`) is one of
+/// [`TRANSIENT_OS_ERRORS`]. The process runtime's messages carry the failed step's I/O error
+/// that way, from the agent or from the container's supervisor.
+pub fn start_error_is_transient(message: &str) -> bool {
+    let code = message
+        .rsplit_once("(os error ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .and_then(|(n, _)| n.parse::<i32>().ok());
+    code.is_some_and(|n| TRANSIENT_OS_ERRORS.iter().any(|e| *e as i32 == n))
+}
 
 /// `status.message` of a pod whose containers were lost when the agent restarted.
 pub const LOST_POD_MESSAGE: &str = "the node agent restarted and the pod's containers are gone";
@@ -1071,8 +1164,9 @@ impl PodMachine {
     /// A pod restart (`RestartAllContainers`) under way (phase Pending with the condition) goes
     /// on from where it was: what still runs is stopped, then the pod starts over.
     ///
-    /// A pod caught while initializing is not adopted (it is Lost): init containers are short,
-    /// and their order would have to be rebuilt.
+    /// A pod caught while initializing (for the first time, or again after a pod restart) is
+    /// adopted when an init container or sidecar of it runs and is kept, those before it done and
+    /// everything after it Waiting: it goes on initializing. Otherwise it is Lost.
     pub fn after_agent_restart(
         spec: PodSpecSummary,
         backoff: Backoff,
@@ -1102,7 +1196,25 @@ impl PodMachine {
         // Pending with the condition (True, or False again once everything is down): a pod
         // restart (`RestartAllContainers`) under way.
         if !kept.is_empty() && phase == Some("Pending") && has_condition(ALL_RESTARTING) {
+            if !condition(ALL_RESTARTING)
+                && let Some(m) = Self::adopted_started_over(spec.clone(), backoff, status, at, kept)
+            {
+                return Some(m);
+            }
             return Some(Self::adopted_restarting(spec, backoff, status, at, kept, condition(ALL_RESTARTING)));
+        }
+        // Initializing for the first time, an init container or sidecar running (an in-place
+        // restart agent behind its startup probe): it goes on initializing, as a pod that started
+        // over does. Failing it would replace it, and its replacement's in-place restart agent
+        // would announce one more attempt.
+        if !kept.is_empty()
+            && phase == Some("Pending")
+            && !has_condition(ALL_RESTARTING)
+            && let Some(mut m) = Self::adopted_started_over(spec.clone(), backoff, status, at, kept)
+        {
+            m.pod_restarting = false;
+            m.all_restarting = None;
+            return Some(m);
         }
         if kept.is_empty() || phase != Some("Running") || !condition("Initialized") || condition(ALL_RESTARTING) {
             return None;
@@ -1153,6 +1265,66 @@ impl PodMachine {
         }
         m.stage = Stage::Running;
         m.initialized = true;
+        m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
+        Some(m)
+    }
+
+    /// A pod whose restart (`RestartAllContainers`) was over: it had started over and was
+    /// initializing again (phase Pending, the condition False, an init container running: an
+    /// in-place restart agent held behind its startup probe, say). It goes on initializing.
+    /// Restarting it once more would count a second restart for one, and its in-place restart
+    /// agent, started afresh, would announce one more attempt. `None` unless the status shows
+    /// exactly that: the init containers before the running one done (sidecars Started, others
+    /// succeeded, each sidecar's run kept), the running one kept, everything after it Waiting.
+    fn adopted_started_over(
+        spec: PodSpecSummary,
+        backoff: Backoff,
+        status: &PodStatus,
+        at: Timestamp,
+        kept: &std::collections::HashSet<String>,
+    ) -> Option<PodMachine> {
+        let mut m = PodMachine::new(spec, backoff);
+        let mut current = None;
+        for (i, run) in m.init.iter_mut().enumerate() {
+            let cs = status.init_container_statuses.iter().flatten().find(|s| s.name == run.spec.name)?;
+            let state = seed(run, cs, at);
+            if current.is_some() {
+                // Not reached yet in this start.
+                state.waiting.as_ref()?;
+                continue;
+            }
+            let sidecar = run.spec.kind == ContainerKind::Sidecar;
+            if let Some(r) = &state.running {
+                if !run.container_id.as_ref().is_some_and(|id| kept.contains(id)) {
+                    return None;
+                }
+                run.started_once = sidecar && cs.started == Some(true);
+                run.state = CState::Running {
+                    started_at: r.started_at.as_ref().map(|t| t.0).unwrap_or(at),
+                    ready: true,
+                    stopping: false,
+                    post_started: true,
+                    startup_ok: cs.started == Some(true),
+                    probe_ready: cs.ready || !run.spec.probes.readiness,
+                };
+                if !run.started_once {
+                    current = Some(i);
+                }
+            } else if let Some(t) = state.terminated.as_ref().filter(|t| !sidecar && t.exit_code == 0) {
+                run.state = CState::Terminated(from_api_termination(t, at));
+            } else {
+                return None;
+            }
+        }
+        let current = current?;
+        for run in m.containers.iter_mut() {
+            let cs = status.container_statuses.iter().flatten().find(|s| s.name == run.spec.name)?;
+            seed(run, cs, at).waiting.as_ref()?;
+        }
+        m.stage = Stage::Initializing { current };
+        m.pod_restarting = true;
+        m.all_restarting = Some(false);
+        m.initialized = status.conditions.iter().flatten().any(|c| c.type_ == "Initialized" && c.status == "True");
         m.start_time = status.start_time.as_ref().map(|t| t.0).or(Some(at));
         Some(m)
     }
@@ -1341,6 +1513,7 @@ impl PodMachine {
                     at.uid
                 )),
             ),
+            CState::CreateFailed { message, .. } => waiting(CREATE_CONTAINER_ERROR, Some(message.clone())),
             CState::Terminated(t) => ApiState { terminated: Some(terminated(t)), ..Default::default() },
         };
         ContainerStatus {
@@ -1472,7 +1645,12 @@ mod tests {
     }
 
     fn backoff() -> Backoff {
-        Backoff { base: Duration::from_secs(10), max: Duration::from_secs(300), reset: Duration::from_secs(600) }
+        Backoff {
+            base: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+            reset: Duration::from_secs(600),
+            create_retry: Duration::from_secs(5),
+        }
     }
 
     fn summary(policy: RestartPolicy, init: Vec<ContainerSpec>, containers: Vec<ContainerSpec>) -> PodSpecSummary {
@@ -1788,7 +1966,7 @@ mod tests {
             one(RestartPolicy::Never),
             vec![
                 Event::Admit { at: t(0) },
-                Event::StartFailed { c: MAIN, restart_count: 0, message: "bad".into(), at: t(1) },
+                Event::StartFailed { c: MAIN, restart_count: 0, message: "bad".into(), transient: false, at: t(1) },
             ],
         );
         assert_eq!(fx, [WriteStatus]);
@@ -1804,6 +1982,139 @@ mod tests {
         assert_eq!(m.stage, Stage::Failed);
         let status = m.status(&placement(), &mut ConditionClock::default(), t(2001));
         assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+    }
+
+    #[test]
+    fn start_errors_of_the_host_are_tried_again_and_those_of_the_pod_are_not() {
+        let table = [
+            ("a full disk", "container \"main\": creating /d/pods/u/tmp: No space left on device (os error 28)", true),
+            ("a disk quota", "opening the supervisor's log /d/1.shim.log: Disk quota exceeded (os error 122)", true),
+            ("a failing disk", "container \"main\": volume \"v\": writing /d/x: Input/output error (os error 5)", true),
+            ("no file descriptor left", "creating a pipe: Too many open files (os error 24)", true),
+            (
+                "no file left in the system",
+                "starting its supervisor: Too many open files in system (os error 23)",
+                true,
+            ),
+            ("a fork that failed", "starting its supervisor: Resource temporarily unavailable (os error 11)", true),
+            ("no memory", "starting its supervisor: Cannot allocate memory (os error 12)", true),
+            (
+                "the last error counts",
+                "a: No space left on device (os error 28), then b: Permission denied (os error 13)",
+                false,
+            ),
+            (
+                "a command not found",
+                "container \"main\": starting \"nosuch\": No such file or directory (os error 2)",
+                false,
+            ),
+            ("a command not executable", "starting \"/x\": Permission denied (os error 13)", false),
+            ("a missing ConfigMap key", "container \"main\": env \"X\": configmap \"c\" not found", false),
+            ("no command", "container \"main\": no command and no image entrypoint", false),
+            ("a malformed number", "x (os error twenty-eight)", false),
+        ];
+        for (what, message, transient) in table {
+            assert_eq!(start_error_is_transient(message), transient, "{what}: {message}");
+        }
+    }
+
+    fn start_failed(c: CRef, rc: u32, transient: bool, at: i64) -> Event {
+        let message = if transient { "creating /d/tmp: No space left on device (os error 28)" } else { "bad" };
+        Event::StartFailed { c, restart_count: rc, message: message.into(), transient, at: t(at) }
+    }
+
+    fn waiting_of(m: &PodMachine, c: CRef) -> (Option<String>, Option<String>, i32) {
+        let s = m.status(&placement(), &mut ConditionClock::default(), t(0));
+        let cs = if c.init { s.init_container_statuses.unwrap() } else { s.container_statuses.unwrap() };
+        let cs = &cs[c.index];
+        let w = cs.state.as_ref().and_then(|s| s.waiting.clone()).unwrap_or_default();
+        (w.reason, w.message, cs.restart_count)
+    }
+
+    #[test]
+    fn a_run_the_runtime_could_not_create_waits_and_is_tried_again_without_failing_the_pod() {
+        // restartPolicy Never: the pod does not fail, the try is not counted.
+        let (m, fx) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, start_failed(MAIN, 0, true, 1)]);
+        assert_eq!(fx, [WriteStatus]);
+        assert_eq!((m.stage, m.phase()), (Stage::Running, "Pending"));
+        let (reason, message, restarts) = waiting_of(&m, MAIN);
+        assert_eq!(reason.as_deref(), Some(CREATE_CONTAINER_ERROR));
+        assert_eq!(message.as_deref(), Some("creating /d/tmp: No space left on device (os error 28)"));
+        assert_eq!(restarts, 0);
+        assert_eq!(m.next_wakeup(), Some(t(5001)), "tried again after create_retry");
+        let (m, fx) = step(m, Event::Tick { at: t(5000) });
+        assert_eq!(fx, [], "not yet");
+        let (m, fx) = step(m, Event::Tick { at: t(5001) });
+        assert_eq!(fx, [Start(MAIN)], "the outcome of the try writes the status");
+        let (m, fx) = run(m, vec![start_failed(MAIN, 0, true, 5002)]);
+        assert_eq!((fx, m.next_wakeup()), (vec![WriteStatus], Some(t(10_002))), "failed again: the same wait");
+        let (m, _) = run(m, vec![Event::Tick { at: t(10_002) }, started(MAIN, 0, 10_003), exited(MAIN, 0, 0, 10_004)]);
+        assert_eq!((m.stage, m.container(MAIN).restart_count), (Stage::Succeeded, 0));
+        assert_eq!(m.container(MAIN).last, None);
+
+        // A failed start of the pod's own (a command not found) ends the run: Never fails the pod.
+        let (m, _) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, start_failed(MAIN, 0, false, 1)]);
+        assert_eq!((m.stage, terminated_code(&m, MAIN)), (Stage::Failed, Some((128, "StartError".into()))));
+    }
+
+    #[test]
+    fn a_restart_the_runtime_could_not_create_keeps_the_count_and_last_state_until_it_runs() {
+        let (m, fx) = run(
+            one(RestartPolicy::Always),
+            vec![Event::Admit { at: t(0) }, started(MAIN, 0, 1), exited(MAIN, 0, 1, 2)],
+        );
+        assert_eq!((fx, m.container(MAIN).restart_count), (vec![WriteStatus, Start(MAIN)], 1), "first restart at once");
+        let (m, _) = step(m, start_failed(MAIN, 1, true, 3));
+        let (reason, _, restarts) = waiting_of(&m, MAIN);
+        assert_eq!((reason.as_deref(), restarts), (Some(CREATE_CONTAINER_ERROR), 0), "the try is not counted");
+        assert_eq!(m.container(MAIN).last.as_ref().map(|l| l.exit_code), Some(1), "lastState: the run that ended");
+        assert_eq!(m.phase(), "Running", "the container ran before");
+        let (m, fx) = step(m, Event::Tick { at: t(5003) });
+        assert_eq!((fx, m.container(MAIN).restart_count), (vec![Start(MAIN)], 1), "counted when tried again");
+        let (m, _) = step(m, started(MAIN, 1, 5004));
+        assert!(matches!(m.container(MAIN).state, CState::Running { .. }));
+        // Its CrashLoopBackOff did not move: the next exit waits the base delay, as before.
+        let (m, _) = step(m, exited(MAIN, 1, 1, 5005));
+        assert!(matches!(m.container(MAIN).state, CState::BackOff { delay, .. } if delay == Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_create_retry_that_will_not_happen_shows_the_last_run_or_waiting() {
+        // Deleted while waiting to try again: nothing runs, the pod ends Failed, the deletion is
+        // confirmed.
+        let (m, _) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, start_failed(MAIN, 0, true, 1)]);
+        let (m, fx) = step(m, Event::Delete { at: t(2) });
+        assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus, ConfirmDeletion]));
+        assert_eq!((m.container(MAIN).state.clone(), m.next_wakeup()), (CState::Waiting, None));
+
+        // A start that was to be stopped (deleted meanwhile) and failed: not tried again.
+        let (m, _) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, Event::Delete { at: t(1) }]);
+        let (m, fx) = step(m, start_failed(MAIN, 0, true, 2));
+        assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus, ConfirmDeletion]));
+
+        // A pod restart (RestartAllContainers) while containers wait to try again: they start
+        // over with the others, each counted once per run it had.
+        let (m, _) = run(
+            restart_all_pod(),
+            vec![
+                Event::Admit { at: t(0) },
+                started(SIDE, 0, 1),
+                started(SETUP, 0, 2),
+                exited(SETUP, 0, 0, 3),
+                started(MAIN, 0, 4),
+                start_failed(OTHER, 0, true, 4),
+                exited(SIDE, 0, 1, 5),
+                start_failed(SIDE, 1, true, 6),
+            ],
+        );
+        assert!(matches!(m.container(OTHER).state, CState::CreateFailed { restart: false, .. }));
+        assert!(matches!(m.container(SIDE).state, CState::CreateFailed { restart: true, .. }));
+        let (m, fx) = step(m, exited(MAIN, 0, 42, 7));
+        assert_eq!(fx, [WriteStatus], "nothing else runs to kill");
+        let (m, fx) = step(m, Event::Tick { at: t(8) });
+        assert_eq!(fx, [WriteStatus, Start(SIDE)], "the pod starts over");
+        let counts: Vec<u32> = [SIDE, SETUP, MAIN, OTHER].iter().map(|c| m.container(*c).restart_count).collect();
+        assert_eq!(counts, [1, 1, 1, 0], "OTHER never ran");
     }
 
     fn probe(c: CRef, rc: u32, kind: ProbeKind, success: bool, at: i64) -> Event {
@@ -2298,6 +2609,99 @@ mod tests {
         let out = m.status(&placement(), &mut ConditionClock::default(), t(101));
         let restarting = out.conditions.unwrap().into_iter().find(|c| c.type_ == ALL_RESTARTING).unwrap();
         assert_eq!(restarting.status, "False");
+    }
+
+    /// The status of an agent (sidecar, startup probe) + main pod once its restart is over or
+    /// under way: the condition's status, the agent's state (and containerID), main's state.
+    fn restarted_status(
+        condition: &str,
+        agent: serde_json::Value,
+        agent_id: &str,
+        main: serde_json::Value,
+    ) -> PodStatus {
+        let last = serde_json::json!({"terminated": {"exitCode": 137, "reason": "Error"}});
+        serde_json::from_value(serde_json::json!({"phase": "Pending",
+            "conditions": [{"type": "Initialized", "status": "True"}, {"type": ALL_RESTARTING, "status": condition}],
+            "initContainerStatuses": [{"name": "agent", "image": "", "imageID": "", "ready": false, "started": false,
+                "restartCount": 1, "containerID": agent_id, "state": agent, "lastState": last}],
+            "containerStatuses": [{"name": "main", "image": "", "imageID": "", "ready": false, "started": false,
+                "restartCount": 1, "containerID": "process://2-1", "state": main,
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_that_had_started_over_after_its_restart_goes_on_initializing_and_is_not_restarted_again() {
+        let agent = with_probes(spec("agent", Sidecar), |p| p.startup = true);
+        let spec_ = summary(RestartPolicy::Never, vec![agent], vec![spec("main", Regular)]);
+        let running = serde_json::json!({"running": {"startedAt": "2024-01-01T00:00:00Z"}});
+        let waiting = serde_json::json!({"waiting": {"reason": "PodInitializing"}});
+        let killed = serde_json::json!({"terminated": {"exitCode": 137, "reason": "Error"}});
+        let kept: std::collections::HashSet<String> = ["process://1-2".to_string()].into_iter().collect();
+        // (case, status, adopted initializing: the agent's run goes on; else the restart starts over)
+        let cases = [
+            (
+                "the agent runs again behind its startup probe, main waits",
+                restarted_status("False", running.clone(), "process://1-2", waiting.clone()),
+                true,
+            ),
+            (
+                "the restart is under way (condition True)",
+                restarted_status("True", running.clone(), "process://1-2", waiting.clone()),
+                false,
+            ),
+            (
+                "everything is down, the pod not started over yet",
+                restarted_status("False", killed.clone(), "process://1-1", killed.clone()),
+                false,
+            ),
+            (
+                "the agent's run is not kept by the runtime",
+                restarted_status("False", running.clone(), "process://1-3", waiting.clone()),
+                false,
+            ),
+            (
+                "main shows a run of its own",
+                restarted_status("False", running.clone(), "process://1-2", running.clone()),
+                false,
+            ),
+        ];
+        for (name, status, initializing) in cases {
+            let Found::Adopted(m) = PodMachine::after_agent_restart(spec_.clone(), backoff(), &status, t(100), &kept)
+            else {
+                panic!("{name}: adopted")
+            };
+            assert_eq!(matches!(m.stage, Stage::Initializing { current: 0 }), initializing, "{name}: {:?}", m.stage);
+            if !initializing {
+                continue;
+            }
+            let side = CRef::init(0);
+            assert!(matches!(m.container(side).state, CState::Running { stopping: false, startup_ok: false, .. }));
+            assert_eq!(m.next_wakeup(), None, "{name}: nothing to restart");
+            let out = m.status(&placement(), &mut ConditionClock::default(), t(100));
+            assert_eq!(out.phase.as_deref(), Some("Pending"), "{name}");
+            // The barrier lifts: main starts, each container counting the one restart it had.
+            let (m, fx) = run(m, vec![probe(side, 1, ProbeKind::Startup, true, 101)]);
+            assert!(fx.contains(&Start(MAIN)), "{name}: main starts: {fx:?}");
+            assert!(!fx.iter().any(|e| matches!(e, KillNow(_) | Kill { .. } | Stop(_))), "{name}: {fx:?}");
+            assert_eq!((m.container(side).restart_count, m.container(MAIN).restart_count), (1, 1), "{name}");
+            let (m, _) = run(m, vec![started(MAIN, 1, 102)]);
+            let out = m.status(&placement(), &mut ConditionClock::default(), t(102));
+            assert_eq!(out.phase.as_deref(), Some("Running"), "{name}: the restart is over");
+        }
+        // The first initialization (no pod restart yet) goes on the same way.
+        let mut first = restarted_status("False", running, "process://1-2", waiting);
+        first.conditions = Some(vec![]);
+        for cs in first.init_container_statuses.iter_mut().chain(first.container_statuses.iter_mut()).flatten() {
+            (cs.restart_count, cs.last_state) = (0, None);
+        }
+        let Found::Adopted(m) = PodMachine::after_agent_restart(spec_, backoff(), &first, t(100), &kept) else {
+            panic!("the first initialization: adopted")
+        };
+        assert_eq!((m.stage, m.all_restarting, m.pod_restarting), (Stage::Initializing { current: 0 }, None, false));
+        let (m, fx) = run(m, vec![probe(CRef::init(0), 0, ProbeKind::Startup, true, 101)]);
+        assert!(fx.contains(&Start(MAIN)), "the first initialization: main starts: {fx:?}");
+        assert_eq!(m.container(MAIN).restart_count, 0);
     }
 
     #[test]

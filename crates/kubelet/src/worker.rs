@@ -31,7 +31,8 @@ use tokio::task::AbortHandle;
 use crate::NodeContext;
 use crate::node::FIELD_MANAGER;
 use crate::pod::{
-    Backoff, CRef, CState, ConditionClock, Effect, Event, Found, Placement, PodMachine, PodSpecSummary, step,
+    Backoff, CRef, CState, ConditionClock, Effect, Event, Found, Placement, PodMachine, PodSpecSummary,
+    start_error_is_transient, step,
 };
 use crate::probe::{Action, ContainerProbes, Target};
 use crate::runtime::{Adopted, ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
@@ -265,7 +266,12 @@ impl Worker {
                 self.follow(c, restart_count, &started.id, started.exit, probes, tokio::time::Instant::now());
                 Event::Started { c, restart_count, id: started.id.0, ready: started.ready, at: Timestamp::now() }
             }
-            Err(e) => Event::StartFailed { c, restart_count, message: e.0, at: Timestamp::now() },
+            Err(e) => {
+                let transient = start_error_is_transient(&e.0);
+                let container = &self.machine().container(c).spec.name;
+                tracing::info!(pod = %self.placement.name, %container, transient, error = %e, "starting a container");
+                Event::StartFailed { c, restart_count, message: e.0, transient, at: Timestamp::now() }
+            }
         }
     }
 
@@ -342,6 +348,15 @@ impl Worker {
             let m = self.machine.as_ref().expect("machine present");
             let status = m.status(&self.placement, &mut self.clock, Timestamp::now());
             let mut status = serde_json::to_value(&status).unwrap_or_default();
+            // kubelet's generateAPIPodStatus: a pod never leaves a terminal phase. One the API
+            // shows Failed (the node lifecycle failed it while this node was cut off) stays so,
+            // else the Job would see its replacement's predecessor active again.
+            if let Some(phase) = api_terminal_phase(&self.pod)
+                && status.get("phase").and_then(|p| p.as_str()) != Some(phase)
+            {
+                tracing::warn!(pod = %self.placement.name, phase, "pod attempted an illegal phase transition out of a terminal phase; keeping the API's");
+                status["phase"] = json!(phase);
+            }
             // Conditions merge by type: a reason or message that no longer applies is removed.
             if let Some(conds) = status.get_mut("conditions").and_then(|c| c.as_array_mut()) {
                 for c in conds.iter_mut().filter_map(|c| c.as_object_mut()) {
@@ -398,6 +413,11 @@ impl Worker {
     }
 }
 
+/// The pod's phase as the API shows it, when terminal (`Succeeded` or `Failed`).
+fn api_terminal_phase(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref().filter(|p| matches!(*p, "Succeeded" | "Failed"))
+}
+
 fn sleep_until_ts(ts: Timestamp) -> tokio::time::Sleep {
     let d = ts.duration_since(Timestamp::now());
     // A millisecond late rather than early: the machine compares with the wall clock.
@@ -421,6 +441,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         base: ctx.cfg.restart_backoff_base,
         max: ctx.cfg.restart_backoff_max,
         reset: ctx.cfg.restart_backoff_reset,
+        create_retry: ctx.cfg.create_retry,
     };
     let spec = PodSpecSummary::of(&pod);
     let phase = status.phase.as_deref();
@@ -541,4 +562,25 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     }
     w.abandon();
     ctx.runtime.remove_pod(&w.placement.uid);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_terminal_phase_the_api_shows_is_kept_over_the_agents_own() {
+        let cases = [
+            ("Failed by the node lifecycle", Some("Failed"), Some("Failed")),
+            ("Succeeded", Some("Succeeded"), Some("Succeeded")),
+            ("Running", Some("Running"), None),
+            ("Pending", Some("Pending"), None),
+            ("no phase", None, None),
+        ];
+        for (name, phase, kept) in cases {
+            let pod: Pod =
+                serde_json::from_value(json!({"metadata": {"name": "p"}, "status": {"phase": phase}})).unwrap();
+            assert_eq!(api_terminal_phase(&pod), kept, "{name}");
+        }
+    }
 }

@@ -52,6 +52,7 @@ impl Env {
             restart_backoff_base: Duration::from_millis(20),
             restart_backoff_max: Duration::from_millis(100),
             restart_backoff_reset: Duration::from_secs(600),
+            create_retry: Duration::from_millis(20),
             min_kill_grace_after_pre_stop: Duration::from_millis(100),
             default_run_duration: Duration::from_millis(20),
             log_dir: Some(self.logs.path().to_path_buf()),

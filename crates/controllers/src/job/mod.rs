@@ -167,6 +167,12 @@ impl Ctx {
 pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let uid = job.uid().unwrap_or_default();
     let ns = job.namespace().unwrap_or_default();
+    // Upstream's Run waits for the pod informer's first list (`WaitForNamedCacheSync`): a Job
+    // synced before it sees none of its pods and creates each index again, which a fresh
+    // controller (a restarted `jobset up`, no expectations) did for the Jobs its first list held.
+    if !ctx.pods.is_synced() {
+        return Ok(Action::requeue(ctx.config.cache_wait));
+    }
     let pods: Vec<Arc<Pod>> = claim::controlled_by(ctx.pods.of(&uid), &uid);
     if !ctx.caught_up(&job, &pods) {
         return Ok(Action::requeue(ctx.config.cache_wait));

@@ -135,7 +135,9 @@ impl std::fmt::Debug for Adopted {
     }
 }
 
-/// A container that could not start (the agent reports it as exit code 128, reason `StartError`).
+/// A container that could not start (the agent reports it as exit code 128, reason `StartError`,
+/// or, when the message ends in an OS error of the host's such as `ENOSPC`, as Waiting
+/// `CreateContainerError` and tries again: [`crate::pod::start_error_is_transient`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct RuntimeError(pub String);

@@ -138,7 +138,7 @@ fn shim_entry() {
     let code = match serve() {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("jobset container supervisor: {e}");
+            note(format_args!("{e}"));
             1
         }
     };
@@ -203,9 +203,19 @@ fn start(spec: &ShimSpec) -> Result<(tokio::process::Child, u32, u32), String> {
     Ok((child, pgid, reported_pid.unwrap_or(pgid)))
 }
 
+/// A line in the supervisor's log (its stderr, in the state directory). The disk may be full:
+/// a line that cannot be written is dropped (`eprintln!` would panic, killing the supervisor).
+fn note(line: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr(), "jobset container supervisor: {line}");
+}
+
 async fn supervise(spec: ShimSpec) -> Result<(), String> {
+    // Without room for its exit status or its record the container does not start (a full
+    // disk): the agent tries again later, rather than losing the status or the container.
     if let Err(e) = reserve_exit(&spec.exit_file) {
-        eprintln!("jobset container supervisor: reserving {}: {e}", spec.exit_file.display());
+        let message = format!("reserving the exit status file {}: {e}", spec.exit_file.display());
+        let _ = std::fs::remove_file(&spec.exit_file);
+        return report(&ShimReport::Failed { message });
     }
     let (mut child, pgid, pid) = match start(&spec) {
         Ok(started) => started,
@@ -223,8 +233,12 @@ async fn supervise(spec: ShimSpec) -> Result<(), String> {
     };
     let written = serde_json::to_vec(&record).map_err(std::io::Error::other);
     if let Err(e) = written.and_then(|body| write_private(&spec.record_file, &body)) {
-        // Only a later agent's adoption needs it.
-        eprintln!("jobset container supervisor: writing {}: {e}", spec.record_file.display());
+        // A later agent could neither adopt nor sweep the container.
+        signal_group(Pid::from_raw(pgid as i32), Signal::SIGKILL);
+        let _ = child.wait().await;
+        let _ = std::fs::remove_file(&spec.exit_file);
+        let message = format!("writing the container's record {}: {e}", spec.record_file.display());
+        return report(&ShimReport::Failed { message });
     }
     report(&ShimReport::Started { pgid, pid })?;
     let log = spec.log.as_ref().map(|l| {
@@ -245,7 +259,7 @@ async fn supervise(spec: ShimSpec) -> Result<(), String> {
     if let Some(log) = log
         && tokio::time::timeout(LOG_DRAIN, log).await.is_err()
     {
-        eprintln!("jobset container supervisor: the log did not drain after the container exited");
+        note(format_args!("the log did not drain after the container exited"));
     }
     write_exit(&spec.exit_file, &exit_status(status, finished_at))
 }
