@@ -1,12 +1,16 @@
-//! The chaos suite's CI mode (issue 24, docs/chaos.md): `jobset chaos --short` runs the Recreate
-//! and AppWrapper scenarios 10 times with `kill -9` of `jobset up` and lost nodes at random
-//! instants (the seed printed), and every run must end as the fault-free run does.
+//! The chaos suite's CI mode (issue 24, docs/chaos.md): `jobset chaos` runs the Recreate and
+//! AppWrapper scenarios 10 times with `kill -9` of `jobset up`, lost nodes and a full disk (where a
+//! private mount namespace is allowed: root) at random instants (the seed printed), and every run
+//! must end as the fault-free run does.
 
 mod common;
 
 use std::time::Duration;
 
-/// 10 runs take about 80 s on 2 cores (debug build); the bound leaves room for a loaded machine.
+/// About 55 s on 2 cores (debug build).
+const RUNS: u64 = 10;
+
+/// The bound leaves room for a loaded machine.
 const LIMIT: Duration = Duration::from_secs(400);
 
 /// The `total` row of the summary table: runs, faults by kind, divergences, errors.
@@ -16,11 +20,13 @@ fn total_row(stdout: &str) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_runs_under_kills_of_jobset_up_and_lost_nodes_end_as_the_fault_free_run() {
-    // Left out until the node agent's findings in docs/chaos.md are fixed: disk faults (a
-    // container's supervisor loses the exit status it cannot write to a full disk) and the
-    // in-place scenario (an in-place restart under way at a kill -9 of jobset up is not resumed).
-    let args = ["chaos", "--short", "--faults", "kill-up,node-fail", "--variants", "recreate,appwrapper"];
+async fn ten_runs_under_kills_of_jobset_up_lost_nodes_and_a_full_disk_end_as_the_fault_free_run() {
+    // Left out: kill-manager (its two-process runs would add to the test's time) and the in-place
+    // scenario, until its open divergences under kills of `jobset up` (docs/chaos.md, finding 11)
+    // are fixed: with them in, CI would fail on a random seed.
+    let runs = RUNS.to_string();
+    let variants = "recreate,appwrapper";
+    let args = ["chaos", "--runs", &runs, "--faults", "kill-up,node-fail,disk-full", "--variants", variants];
     let mut cmd = common::jobset_command(&args);
     cmd.args(["--run-timeout", "40s"]);
     // The driver's requests fail by design while jobset up is down.
@@ -28,11 +34,11 @@ async fn ten_runs_under_kills_of_jobset_up_and_lost_nodes_end_as_the_fault_free_
     let out = common::run_to_end(cmd, LIMIT).await;
     let report = format!("stdout:\n{}\nstderr:\n{}", out.stdout, out.stderr);
     let total = total_row(&out.stdout);
-    let [runs, kill_up, node_fail, _disk_full, divergences, errors] = total[..] else {
-        panic!("a total row of 6 counts: {total:?}\n{report}")
+    let [runs, kill_up, node_fail, disk_full, _kill_manager, divergences, errors] = total[..] else {
+        panic!("a total row of 7 counts: {total:?}\n{report}")
     };
-    assert_eq!(runs, 10, "{report}");
-    assert!(kill_up + node_fail >= 10, "every run injects at least one fault\n{report}");
+    assert_eq!(runs, RUNS, "{report}");
+    assert!(kill_up + node_fail + disk_full >= RUNS, "every run injects at least one fault\n{report}");
     assert_eq!((divergences, errors), (0, 0), "{report}");
     assert_eq!(out.code, 0, "{report}");
 }

@@ -1,10 +1,12 @@
 //! `jobset chaos`: runs a restart-heavy scenario (scenario.rs) on `jobset up --data-dir` many
 //! times, each run with faults at random instants drawn from a printed seed (schedule.rs):
 //! `kill -9` of `jobset up` (started again on the same data dir), a node lost past the node
-//! grace period, a full disk under the data dir. Each run must end as the fault-free run does
+//! grace period, a full disk under the data dir, `kill -9` of `jobset manager` (the two-process
+//! setup, manager.rs). Each run must end as the fault-free run does
 //! (verdict.rs): same condition, reason and restart counts, no Job or pod created twice for one
 //! attempt, every acknowledged write present, no host process of the run left. docs/chaos.md.
 
+mod manager;
 mod scenario;
 mod schedule;
 mod verdict;
@@ -56,7 +58,7 @@ pub struct ChaosArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "recreate,in-place,appwrapper")]
     pub variants: Vec<Variant>,
     /// The faults to inject (`--max-faults 0` gives fault-free runs).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "kill-up,node-fail,disk-full")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "kill-up,node-fail,disk-full,kill-manager")]
     pub faults: Vec<FaultKind>,
     /// At most this many faults per run (0: fault-free runs).
     #[arg(long, default_value_t = 3)]
@@ -64,7 +66,7 @@ pub struct ChaosArgs {
     /// Faults start within this long after the scenario is created.
     #[arg(long, default_value = "4s", value_parser = crate::parse_duration)]
     pub window: Duration,
-    /// How long `jobset up` stays down after a kill, at most.
+    /// How long `jobset up` or `jobset manager` stays down after a kill, at most.
     #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
     pub max_down: Duration,
     /// How long the disk stays full, at most.
@@ -103,6 +105,9 @@ pub struct ChaosArgs {
     /// `jobset up --job-backoff`.
     #[arg(long, default_value = "10ms", value_parser = crate::parse_duration)]
     pub job_backoff: Duration,
+    /// `JOBSET_LOG` of `jobset up` (its log is `up.log` in the run's directory).
+    #[arg(long, default_value = "warn")]
+    pub up_log: String,
     /// Where runs keep their data dirs and `jobset up` logs (default: a temporary directory,
     /// removed at the end).
     #[arg(long)]
@@ -121,6 +126,9 @@ pub struct RunResult {
     pub error: Option<String>,
     /// The distinct errors of the writes the server refused (while the disk was full).
     pub refused: Vec<String>,
+    /// What else happened that is not a divergence (a manager that exited on its own when it
+    /// lost its Lease while `jobset up` was down, and was started again).
+    pub notes: Vec<String>,
 }
 
 fn ms(d: Duration) -> String {
@@ -180,6 +188,9 @@ pub async fn run(mut args: ChaosArgs) -> anyhow::Result<i32> {
         for e in &r.refused {
             println!("    write refused: {e}");
         }
+        for n in &r.notes {
+            println!("    note: {n}");
+        }
         results.push(r);
     }
     print!("{}", summary(&results, started.elapsed()));
@@ -214,10 +225,10 @@ async fn reexec_in_private_namespace() -> anyhow::Result<i32> {
 
 /// The table printed at the end: runs and faults by variant, divergences, time.
 pub fn summary(results: &[RunResult], took: Duration) -> String {
-    let kinds = [FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull];
+    let kinds = [FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull, FaultKind::KillManager];
     let mut out = format!("\n{:<12}{:>6}", "variant", "runs");
     for k in kinds {
-        out.push_str(&format!("{:>11}", k.name()));
+        out.push_str(&format!("{:>13}", k.name()));
     }
     out.push_str(&format!("{:>13}{:>8}\n", "divergences", "errors"));
     let mut variants: Vec<Variant> = results.iter().map(|r| r.variant).collect();
@@ -227,7 +238,7 @@ pub fn summary(results: &[RunResult], took: Duration) -> String {
         let mut line = format!("{label:<12}{:>6}", rs.len());
         for k in kinds {
             line.push_str(&format!(
-                "{:>11}",
+                "{:>13}",
                 rs.iter().map(|r| r.faults.iter().filter(|f| **f == k).count()).sum::<usize>()
             ));
         }
@@ -275,10 +286,13 @@ async fn one_run(args: &ChaosArgs, work: &Path, seed: u64, variant: Variant) -> 
         divergences: vec![],
         error: None,
         refused: vec![],
+        notes: vec![],
     };
     let dir = work.join(format!("run-{seed}"));
     let disk = args.faults.contains(&FaultKind::DiskFull);
-    match Run::new(args, &dir, seed, disk).await {
+    // Runs with a manager fault run the two-process setup; the others, `jobset up` alone.
+    let pair = plan.iter().any(|f| f.kind == FaultKind::KillManager);
+    match Run::new(args, &dir, seed, disk, pair).await {
         Ok(mut run) => {
             match run.execute(variant, &plan).await {
                 Ok((observed, refused)) => {
@@ -287,6 +301,7 @@ async fn one_run(args: &ChaosArgs, work: &Path, seed: u64, variant: Variant) -> 
                 }
                 Err(e) => r.error = Some(format!("{e:#}")),
             }
+            r.notes = std::mem::take(&mut run.notes);
             run.cleanup().await;
         }
         Err(e) => r.error = Some(format!("{e:#}")),
@@ -302,6 +317,9 @@ struct Seen {
     jobs: BTreeMap<String, JobSeen>,
     /// Each pod's last version seen, in a line (written to `pods.txt` in the run's directory).
     last: BTreeMap<String, String>,
+    /// Every pod version seen, in order, each line prefixed by the seconds since the run began
+    /// and the resourceVersion (`pods-history.txt`).
+    history: Vec<String>,
 }
 
 /// One run's cluster and the driver's tasks around it.
@@ -317,10 +335,17 @@ struct Run<'a> {
     /// `jobset up` ended without the driver killing it.
     crashes: Vec<String>,
     stop: CancellationToken,
+    /// The two-process setup: `jobset up --external-controllers` and `jobset manager`.
+    pair: bool,
+    manager: Option<manager::Manager>,
+    /// The manager's webhook and health ports (fixed for the run: its restarts keep them).
+    webhook_port: u16,
+    health_port: u16,
+    notes: Vec<String>,
 }
 
 impl<'a> Run<'a> {
-    async fn new(args: &'a ChaosArgs, dir: &Path, seed: u64, disk: bool) -> anyhow::Result<Run<'a>> {
+    async fn new(args: &'a ChaosArgs, dir: &Path, seed: u64, disk: bool, pair: bool) -> anyhow::Result<Run<'a>> {
         let data = dir.join("data");
         std::fs::create_dir_all(&data).with_context(|| format!("creating {}", data.display()))?;
         let mut run = Run {
@@ -329,11 +354,16 @@ impl<'a> Run<'a> {
             log: dir.join("up.log"),
             data,
             marker: format!("chaos-{seed}-{}", std::process::id()),
-            port: std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port(),
+            port: free_port()?,
             mounted: false,
             up: None,
             crashes: vec![],
             stop: CancellationToken::new(),
+            pair,
+            manager: None,
+            webhook_port: free_port()?,
+            health_port: free_port()?,
+            notes: vec![],
         };
         if disk {
             let size = format!("size={}", args.disk_size);
@@ -348,6 +378,24 @@ impl<'a> Run<'a> {
             run.mounted = true;
         }
         Ok(run)
+    }
+
+    /// Installs the manager's webhook configuration and starts `jobset manager` (two-process
+    /// runs); returns once it is ready.
+    async fn start_manager(&mut self, client: &kube::Client) -> anyhow::Result<()> {
+        manager::install(client, self.webhook_port).await.context("installing the manager's webhooks")?;
+        let config = self.dir.join("manager.yaml");
+        std::fs::write(&config, manager::config_yaml(self.webhook_port, self.health_port))?;
+        let spec = manager::Spec {
+            kubeconfig: self.dir.join("kubeconfig"),
+            config,
+            health_port: self.health_port,
+            log: self.dir.join("manager.log"),
+            marker: self.marker.clone(),
+            startup_timeout: self.args.startup_timeout,
+        };
+        self.manager = Some(manager::Manager::start(spec).await?);
+        Ok(())
     }
 
     /// Starts `jobset up` on the data dir and waits for it to listen.
@@ -365,7 +413,8 @@ impl<'a> Run<'a> {
             .args(["--node-grace-period", &ms(a.node_grace_period)])
             .args(["--job-sync-batch-period", &ms(a.job_sync_batch_period)])
             .args(["--job-backoff", &ms(a.job_backoff)])
-            .env("JOBSET_LOG", "warn")
+            .args(self.pair.then_some(["--external-controllers", "jobset,appwrapper"]).into_iter().flatten())
+            .env("JOBSET_LOG", &a.up_log)
             .env(MARKER_ENV, &self.marker)
             .env_remove(NAMESPACE_ENV)
             .stdin(Stdio::null())
@@ -415,6 +464,9 @@ impl<'a> Run<'a> {
     async fn execute(&mut self, variant: Variant, plan: &[Fault]) -> anyhow::Result<(Observed, Vec<String>)> {
         self.start_up().await?;
         let client = self.client().await?;
+        if self.pair {
+            self.start_manager(&client).await?;
+        }
         let seen = Arc::new(Mutex::new(Seen::default()));
         self.record(client.clone(), seen.clone());
         let acked = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -457,6 +509,7 @@ impl<'a> Run<'a> {
         let seen = seen.lock().unwrap();
         let lines: Vec<&str> = seen.last.values().map(String::as_str).collect();
         let _ = std::fs::write(self.dir.join("pods.txt"), lines.join("\n"));
+        let _ = std::fs::write(self.dir.join("pods-history.txt"), seen.history.join("\n"));
         let observed = Observed {
             end,
             pods: seen.pods.values().cloned().collect(),
@@ -474,16 +527,27 @@ impl<'a> Run<'a> {
         let pods: Api<Pod> = Api::default_namespaced(client.clone());
         let stop = self.stop.clone();
         let s = seen.clone();
+        let began = Instant::now();
         tokio::spawn(async move {
-            let mut w = watcher(pods, watcher::Config::default()).touched_objects().boxed();
+            let mut w = watcher(pods, watcher::Config::default()).boxed();
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     ev = w.next() => match ev {
-                        Some(Ok(pod)) => {
-                            if let Some(p) = pod_seen(&pod) {
+                        Some(Ok(ev)) => {
+                            // A version listed again after a restart of `jobset up` may be
+                            // the first seen after the pod's end, which fell into the gap.
+                            let (pod, relisted) = match ev {
+                                watcher::Event::InitApply(pod) => (pod, true),
+                                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => (pod, false),
+                                watcher::Event::Init | watcher::Event::InitDone => continue,
+                            };
+                            if let Some(p) = pod_seen(&pod, relisted) {
                                 let mut s = s.lock().unwrap();
-                                s.last.insert(p.uid.clone(), pod_line(&pod));
+                                let line = pod_line(&pod);
+                                let at = began.elapsed().as_secs_f64();
+                                s.history.push(format!("{at:7.3} rv={} {line}", p.first_rv));
+                                s.last.insert(p.uid.clone(), line);
                                 s.pods.entry(p.uid.clone()).or_insert(p.clone()).merge(&p);
                             }
                         }
@@ -566,6 +630,9 @@ impl<'a> Run<'a> {
                 nodes.patch(&node, &PatchParams::default(), &Patch::Merge(set(Value::Null))).await?;
                 Ok(())
             }
+            FaultKind::KillManager => {
+                self.manager.as_ref().context("no jobset manager in this run")?.kill(fault.hold).await
+            }
             FaultKind::DiskFull => {
                 let filler = self.data.join("chaos-filler");
                 let f = filler.clone();
@@ -628,6 +695,14 @@ impl<'a> Run<'a> {
     /// once `--orphan-grace` has passed (and kills them).
     async fn stop_up(&mut self) -> Vec<String> {
         let mut found = Vec::new();
+        // The manager first, as a cluster's workloads go before its control plane.
+        if let Some(m) = self.manager.take() {
+            self.notes.extend(m.stop().await);
+        }
+        let manager_log = self.dir.join("manager.log");
+        if std::fs::read_to_string(&manager_log).is_ok_and(|l| l.contains("panicked")) {
+            found.push(format!("jobset manager panicked (see {})", manager_log.display()));
+        }
         if let Some(mut child) = self.up.take() {
             if let Some(pid) = child.id() {
                 let _ =
@@ -653,6 +728,9 @@ impl<'a> Run<'a> {
 
     async fn cleanup(&mut self) {
         self.stop.cancel();
+        if let Some(m) = self.manager.take() {
+            m.abort();
+        }
         if let Some(mut child) = self.up.take() {
             let _ = child.kill().await;
         }
@@ -663,6 +741,11 @@ impl<'a> Run<'a> {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// A loopback port free now.
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 fn jobset_api_of(client: &kube::Client) -> Api<DynamicObject> {
@@ -690,11 +773,13 @@ async fn present_configmaps(client: &kube::Client) -> anyhow::Result<BTreeSet<St
     Ok(list.items.into_iter().filter_map(|m| m.metadata.name).collect())
 }
 
-fn pod_seen(p: &Pod) -> Option<PodSeen> {
+/// What a version of a pod shows; `relisted`: it came in a list after a gap of the watch.
+fn pod_seen(p: &Pod, relisted: bool) -> Option<PodSeen> {
     let labels = p.metadata.labels.as_ref()?;
     let label = |k: &str| labels.get(k).cloned().unwrap_or_default();
     let rv: u64 = p.metadata.resource_version.as_deref()?.parse().ok()?;
     let terminal = matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+    let ended = terminal || p.metadata.deletion_timestamp.is_some();
     let job_uid = p.metadata.owner_references.iter().flatten().find(|o| o.kind == "Job").map(|o| o.uid.clone())?;
     Some(PodSeen {
         uid: p.metadata.uid.clone()?,
@@ -703,8 +788,17 @@ fn pod_seen(p: &Pod) -> Option<PodSeen> {
         attempt: label(jobset_api::jobset::keys::RESTART_ATTEMPT),
         index: label("batch.kubernetes.io/job-completion-index"),
         first_rv: rv,
-        end_rv: (terminal || p.metadata.deletion_timestamp.is_some()).then_some(rv),
+        end_rv: (ended && !relisted).then_some(rv),
+        end_in_gap: ended && relisted,
+        lost_at_attempt: lost_at_attempt(p),
     })
+}
+
+/// The in-place restart attempt of a pod with the condition `DisruptionTarget` (a lost node).
+fn lost_at_attempt(p: &Pod) -> Option<i64> {
+    let conditions = p.status.as_ref()?.conditions.as_ref()?;
+    conditions.iter().find(|c| c.type_ == "DisruptionTarget" && c.status == "True")?;
+    p.metadata.annotations.as_ref()?.get(jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT)?.parse().ok()
 }
 
 /// `name phase [reason] container=state(reason, exit code)...`, for a look after the run.
@@ -802,6 +896,7 @@ mod tests {
             divergences,
             error: None,
             refused: vec![],
+            notes: vec![],
         }
     }
 
@@ -809,18 +904,18 @@ mod tests {
     fn the_summary_counts_faults_by_kind_and_lists_each_divergence_with_its_seed() {
         let results = [
             result(Variant::Recreate, &[FaultKind::KillUp, FaultKind::KillUp], vec![]),
-            result(Variant::InPlace, &[FaultKind::NodeFail, FaultKind::DiskFull], vec![]),
+            result(Variant::InPlace, &[FaultKind::NodeFail, FaultKind::DiskFull, FaultKind::KillManager], vec![]),
             result(Variant::Recreate, &[FaultKind::DiskFull], vec![Divergence::LostWrites(vec!["ack-3".into()])]),
         ];
         let text = summary(&results, Duration::from_secs(12));
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[1].split_whitespace().collect::<Vec<_>>(),
-            ["variant", "runs", "kill-up", "node-fail", "disk-full", "divergences", "errors"]
+            ["variant", "runs", "kill-up", "node-fail", "disk-full", "kill-manager", "divergences", "errors"]
         );
-        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["recreate", "2", "2", "0", "1", "1", "0"]);
-        assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["in-place", "1", "0", "1", "1", "0", "0"]);
-        assert_eq!(lines[4].split_whitespace().collect::<Vec<_>>(), ["total", "3", "2", "1", "2", "1", "0"]);
+        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["recreate", "2", "2", "0", "1", "0", "1", "0"]);
+        assert_eq!(lines[3].split_whitespace().collect::<Vec<_>>(), ["in-place", "1", "0", "1", "1", "1", "0", "0"]);
+        assert_eq!(lines[4].split_whitespace().collect::<Vec<_>>(), ["total", "3", "2", "1", "2", "1", "1", "0"]);
         assert_eq!(lines[5], "3 runs in 12s");
         assert_eq!(
             lines[6],

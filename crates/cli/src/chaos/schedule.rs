@@ -16,6 +16,10 @@ pub enum FaultKind {
     NodeFail,
     /// The data dir's filesystem is filled up, then freed.
     DiskFull,
+    /// `kill -9` of `jobset manager` (the JobSet and AppWrapper controllers and webhooks in a
+    /// process of their own, beside `jobset up --external-controllers`), started again after a
+    /// while.
+    KillManager,
 }
 
 impl FaultKind {
@@ -25,6 +29,7 @@ impl FaultKind {
             FaultKind::KillUp => "kill-up",
             FaultKind::NodeFail => "node-fail",
             FaultKind::DiskFull => "disk-full",
+            FaultKind::KillManager => "kill-manager",
         }
     }
 }
@@ -35,8 +40,8 @@ pub struct Fault {
     pub kind: FaultKind,
     /// When it starts, after the scenario's objects were created.
     pub at: Duration,
-    /// How long it lasts: the time `jobset up` stays down, the node stays failed or the disk
-    /// stays full.
+    /// How long it lasts: the time `jobset up` or `jobset manager` stays down, the node stays
+    /// failed or the disk stays full.
     pub hold: Duration,
     /// The node it hits (`node-N`; only for [`FaultKind::NodeFail`]).
     pub node: usize,
@@ -51,7 +56,7 @@ pub struct Limits {
     pub window: Duration,
     /// At most this many faults per run (at least one when `kinds` is not empty).
     pub max_faults: usize,
-    /// How long `jobset up` stays down at most.
+    /// How long a killed `jobset up` or `jobset manager` stays down at most.
     pub max_down: Duration,
     /// The node grace period: a node fault lasts between 1.5 and 2.5 times it, so the node is
     /// lost for sure (lost as seen from the control plane, not just late).
@@ -74,7 +79,7 @@ pub fn plan(seed: u64, limits: &Limits) -> Vec<Fault> {
             let kind = limits.kinds[rng.random_range(0..limits.kinds.len())];
             let at = limits.window.mul_f64(rng.random::<f64>());
             let hold = match kind {
-                FaultKind::KillUp => limits.max_down.mul_f64(rng.random::<f64>()),
+                FaultKind::KillUp | FaultKind::KillManager => limits.max_down.mul_f64(rng.random::<f64>()),
                 FaultKind::NodeFail => limits.node_grace.mul_f64(1.5 + rng.random::<f64>()),
                 FaultKind::DiskFull => limits.max_full.mul_f64(rng.random::<f64>()),
             };
@@ -104,7 +109,7 @@ mod tests {
 
     #[test]
     fn a_seed_replays_the_same_schedule() {
-        let all = limits(&[FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull]);
+        let all = limits(&[FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull, FaultKind::KillManager]);
         for seed in [0, 1, 42, u64::MAX] {
             assert_eq!(plan(seed, &all), plan(seed, &all), "seed {seed}");
         }
@@ -114,11 +119,12 @@ mod tests {
 
     #[test]
     fn faults_are_ordered_within_the_window_and_of_the_kinds_asked() {
-        let table: [(&[FaultKind], usize); 4] = [
+        let table: [(&[FaultKind], usize); 5] = [
             (&[FaultKind::KillUp], 3),
             (&[FaultKind::NodeFail], 3),
             (&[FaultKind::DiskFull, FaultKind::KillUp], 3),
-            (&[FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull], 1),
+            (&[FaultKind::KillManager], 3),
+            (&[FaultKind::KillUp, FaultKind::NodeFail, FaultKind::DiskFull, FaultKind::KillManager], 1),
         ];
         for (kinds, max) in table {
             let l = Limits { max_faults: max, ..limits(kinds) };
@@ -130,7 +136,7 @@ mod tests {
                     assert!(kinds.contains(&f.kind), "{f:?} not of {kinds:?}");
                     assert!(f.at <= l.window && f.node < l.nodes, "{f:?}");
                     match f.kind {
-                        FaultKind::KillUp => assert!(f.hold <= l.max_down, "{f:?}"),
+                        FaultKind::KillUp | FaultKind::KillManager => assert!(f.hold <= l.max_down, "{f:?}"),
                         FaultKind::DiskFull => assert!(f.hold <= l.max_full, "{f:?}"),
                         FaultKind::NodeFail => {
                             assert!(f.hold >= l.node_grace.mul_f64(1.5) && f.hold <= l.node_grace.mul_f64(2.5), "{f:?}")

@@ -70,15 +70,30 @@ pub struct PodSeen {
     /// terminating (a deletionTimestamp): from then on the Job may replace it. `None`: never seen
     /// ending (still active at the end, or it ended while the watch was down).
     pub end_rv: Option<u64>,
+    /// It was first seen ended in a list after a gap of the watch (a restart of `jobset up`):
+    /// when it ended is not known, so it is not compared.
+    pub end_in_gap: bool,
+    /// The in-place restart attempt (annotation) of a version seen lost: with the condition
+    /// `DisruptionTarget` (a lost node).
+    pub lost_at_attempt: Option<i64>,
 }
 
 impl PodSeen {
     /// Merges a later version of the same pod.
     pub fn merge(&mut self, later: &PodSeen) {
         self.first_rv = self.first_rv.min(later.first_rv);
+        self.lost_at_attempt = self.lost_at_attempt.max(later.lost_at_attempt);
+        if self.end_in_gap {
+            return;
+        }
         self.end_rv = match (self.end_rv, later.end_rv) {
             (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            (Some(a), None) => Some(a),
+            (None, _) if later.end_in_gap => {
+                self.end_in_gap = true;
+                None
+            }
+            (None, b) => b,
         };
     }
 }
@@ -104,6 +119,26 @@ pub struct Observed {
     pub present: BTreeSet<String>,
     /// Host processes of the run still alive after `jobset up` stopped (pid and command line).
     pub orphans: Vec<String>,
+}
+
+/// The in-place end state to compare `got` with, once lost pods are taken into account. A pod
+/// lost with its node is replaced, and the new pod's agent announces one past the attempts of
+/// the JobSet's status, which restarts every other pod in place (upstream's in-place restart: a
+/// recreated pod joins at `current + 1`). Before the last failing attempt that changes nothing
+/// (the workers key on the attempt number: a loss only ends a failing attempt early); at or past
+/// it, each attempt that ended with a lost pod may add one (not when the pod was lost before the
+/// status reached its attempt: its replacement announces that attempt again). So the attempt
+/// `got` may lie between the expected one and that plus the attempts with a lost pod.
+pub fn with_lost_pods(expected: &EndState, pods: &[PodSeen], got: Option<&EndState>) -> EndState {
+    let Some(base) = expected.in_place_attempt else { return expected.clone() };
+    let lost: BTreeSet<i64> = pods.iter().filter_map(|p| p.lost_at_attempt).filter(|a| *a >= base).collect();
+    let most = base + lost.len() as i64;
+    let attempt = match got.and_then(|g| g.in_place_attempt) {
+        Some(g) if (base..=most).contains(&g) => g,
+        Some(g) if g > most => most,
+        _ => base,
+    };
+    EndState { in_place_attempt: Some(attempt), ..expected.clone() }
 }
 
 /// How a run differs from the fault-free run.
@@ -156,9 +191,11 @@ impl fmt::Display for Divergence {
 /// reason, restart counts), a Job created twice for one restart attempt, a pod created for a
 /// Job's index while the previous one was still active (neither terminal nor terminating: the
 /// Job replaces a pod only once it failed or is deleted), an acknowledged write missing, an
-/// orphan process. Pods whose end the watch missed are not compared.
+/// orphan process. Pods whose end the watch missed are not compared. The expected in-place
+/// attempt counts the group restarts of lost nodes ([`with_lost_pods`]).
 pub fn divergences(expected: &EndState, observed: &Observed) -> Vec<Divergence> {
     let mut out = Vec::new();
+    let expected = &with_lost_pods(expected, &observed.pods, observed.end.as_ref());
     match &observed.end {
         None => out.push(Divergence::NotFinished { expected: expected.clone() }),
         Some(got) if got != expected => out.push(Divergence::EndState { expected: expected.clone(), got: got.clone() }),
@@ -226,6 +263,8 @@ mod tests {
             index: index.into(),
             first_rv: first,
             end_rv: end,
+            end_in_gap: false,
+            lost_at_attempt: None,
         }
     }
 
@@ -265,6 +304,20 @@ mod tests {
         p.merge(&pod("a", "0", "0", 35, Some(40)));
         p.merge(&pod("a", "0", "0", 45, Some(45)));
         assert_eq!((p.first_rv, p.end_rv), (30, Some(40)));
+        let gap = |rv: u64| PodSeen { end_in_gap: true, ..pod("a", "0", "0", rv, None) };
+        // First seen ended in a list after a gap: when it ended is unknown, whatever follows.
+        let mut p = pod("a", "0", "0", 30, None);
+        p.merge(&gap(50));
+        p.merge(&pod("a", "0", "0", 55, Some(55)));
+        assert_eq!((p.end_rv, p.end_in_gap), (None, true), "its end fell into the gap");
+        let mut p = pod("a", "0", "0", 30, Some(40));
+        p.merge(&gap(50));
+        assert_eq!((p.end_rv, p.end_in_gap), (Some(40), false), "its end was seen before the gap");
+        // Not compared: a pod created before the version listed is no second pod.
+        let mut o = clean();
+        o.pods[2] = PodSeen { end_in_gap: true, ..pod("c", "0", "2", 50, None) };
+        o.pods.push(pod("c2", "0", "2", 45, None));
+        assert_eq!(divergences(&completed(2), &o), []);
     }
 
     #[test]
@@ -326,6 +379,43 @@ mod tests {
             o.end = Some(got.clone());
             assert_eq!(divergences(&expected, &o), [Divergence::EndState { expected: expected.clone(), got }]);
         }
+    }
+
+    #[test]
+    fn each_in_place_attempt_from_the_last_failing_one_on_that_lost_a_pod_may_add_one() {
+        let lost =
+            |uid: &str, attempt: Option<i64>| PodSeen { lost_at_attempt: attempt, ..pod(uid, "0", "0", 1, Some(2)) };
+        let in_place = EndState { in_place_attempt: Some(2), ..completed(0) };
+        let got = |a: i64| EndState { in_place_attempt: Some(a), ..completed(0) };
+        // (case, lost pods, the attempt ended at, the attempt expected)
+        let cases: Vec<(&str, Vec<PodSeen>, i64, i64)> = vec![
+            ("no pod lost", vec![lost("a", None)], 2, 2),
+            ("no pod lost, one attempt too many", vec![lost("a", None)], 3, 2),
+            (
+                "lost during a failing attempt: it only ends it early",
+                vec![lost("a", Some(0)), lost("b", Some(1))],
+                3,
+                2,
+            ),
+            ("lost during the last attempt, which it restarted", vec![lost("a", Some(2))], 3, 3),
+            ("lost during the last attempt before the status reached it", vec![lost("a", Some(2))], 2, 2),
+            ("two pods lost in one attempt: one group restart", vec![lost("a", Some(2)), lost("b", Some(2))], 4, 3),
+            ("lost in two attempts", vec![lost("a", Some(2)), lost("b", Some(3))], 4, 4),
+            ("fewer than the attempts allow is too few still", vec![lost("a", Some(2))], 1, 2),
+        ];
+        for (name, pods, ended, want) in cases {
+            assert_eq!(with_lost_pods(&in_place, &pods, Some(&got(ended))).in_place_attempt, Some(want), "{name}");
+        }
+        let recreate = completed(2);
+        assert_eq!(with_lost_pods(&recreate, &[lost("a", Some(2))], Some(&got(3))), recreate, "no in-place attempt");
+        assert_eq!(with_lost_pods(&in_place, &[lost("a", Some(2))], None), in_place, "not finished");
+        // The verdict takes them into account.
+        let mut o = clean();
+        o.pods.push(lost("z", Some(2)));
+        o.end = Some(got(3));
+        assert_eq!(divergences(&in_place, &o), []);
+        o.end = Some(got(4));
+        assert_eq!(divergences(&in_place, &o), [Divergence::EndState { expected: got(3), got: got(4) }]);
     }
 
     #[test]
