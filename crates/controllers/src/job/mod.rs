@@ -133,6 +133,16 @@ impl Ctx {
         Self::lock(&self.expectations).get(uid).map(|e| e.finalizer_removals.clone()).unwrap_or_default()
     }
 
+    /// Drops what the controller keeps per Job uid for Jobs that no longer exist, as upstream's
+    /// `deleteJob` deletes a Job's expectations: a churn of Jobs leaves nothing behind. (A sync of
+    /// a Job deleted meanwhile may add an entry back; the next sweep drops it.)
+    fn forget_gone(&self, live: &dyn Fn(&str) -> bool) {
+        Self::lock(&self.backoff).retain(|uid, _| live(uid));
+        Self::lock(&self.expectations).retain(|uid, _| live(uid));
+        Self::lock(&self.reasons).retain(|uid, _| live(uid));
+        Self::lock(&self.claims).retain(|uid, _| live(uid));
+    }
+
     fn expect(&self, uid: &str) -> std::sync::MutexGuard<'_, HashMap<String, Expectations>> {
         let mut all = Self::lock(&self.expectations);
         all.entry(uid.to_string()).or_default();
@@ -422,7 +432,7 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
     let controller = Controller::for_stream(futures::stream::pending(), job_store.clone())
         .reconcile_on(batch::batched(triggers, config.sync_batch_period))
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
-    let sweeper = tokio::spawn(release_orphans(client.clone(), index, job_store, config.orphan_sweep));
+    let sweeper = tokio::spawn(release_orphans(ctx.clone(), job_store, config.orphan_sweep));
     controller
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -461,7 +471,8 @@ fn job_trigger(
 /// (upstream's `syncOrphanPod`, fed there by pod events and `deleteJob`'s `cleanupPodFinalizers`):
 /// pods of deleted Jobs (also deleted with `propagationPolicy: Orphan`), released pods, pods with
 /// only a non-controller reference. Jobs that exist remove their own pods' finalizers.
-async fn release_orphans(client: Client, pods: PodIndex<Tracking>, jobs: Store<Job>, every: Duration) {
+async fn release_orphans(ctx: Arc<Ctx>, jobs: Store<Job>, every: Duration) {
+    let (client, pods) = (&ctx.client, &ctx.pods);
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
@@ -470,6 +481,7 @@ async fn release_orphans(client: Client, pods: PodIndex<Tracking>, jobs: Store<J
         }
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();
         let live = |uid: &str| live.contains(uid);
+        ctx.forget_gone(&live);
         // Groups are checked by their tallies, not pod by pod: the sweep runs every second over
         // thousands of pods of live Jobs.
         let Some(pods) = pods.of_owners_where(|owner, t| t.worth_sweeping(owner, live)) else { continue };
@@ -565,6 +577,37 @@ impl Ctx {
 mod tests {
     use super::indexes::{COMPLETION_INDEX, INDEX_FAILURE_COUNT};
     use super::*;
+
+    #[tokio::test]
+    async fn what_the_controller_keeps_per_job_is_dropped_once_the_job_is_gone() {
+        let client = jobset_apiserver::ApiServer::in_memory().client();
+        let reporter = Reporter { controller: "job-controller".into(), instance: None };
+        let ctx = Ctx {
+            client: client.clone(),
+            pods: PodIndex::new(claim::index_key),
+            recorder: Recorder::new(client, reporter),
+            config: JobControllerConfig::default(),
+            backoff: Mutex::default(),
+            expectations: Mutex::default(),
+            reasons: Mutex::default(),
+            claims: Mutex::default(),
+        };
+        for uid in ["gone", "live"] {
+            drop(ctx.expect(uid));
+            Ctx::lock(&ctx.backoff).insert(uid.into(), BackoffRecord::default());
+            Ctx::lock(&ctx.reasons).insert(uid.into(), vec![]);
+            Ctx::lock(&ctx.claims).insert(uid.into(), HashMap::new());
+        }
+        ctx.forget_gone(&|uid| uid == "live");
+        let keys = |k: Vec<&String>| k.into_iter().cloned().collect::<Vec<_>>();
+        let kept = [
+            keys(Ctx::lock(&ctx.backoff).keys().collect()),
+            keys(Ctx::lock(&ctx.expectations).keys().collect()),
+            keys(Ctx::lock(&ctx.reasons).keys().collect()),
+            keys(Ctx::lock(&ctx.claims).keys().collect()),
+        ];
+        assert_eq!(kept, [["live"], ["live"], ["live"], ["live"]].map(|k| k.map(String::from).to_vec()));
+    }
 
     #[test]
     fn a_job_created_deleted_or_respecced_syncs_at_once_and_a_status_update_is_batched() {
