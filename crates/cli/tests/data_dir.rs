@@ -4,6 +4,7 @@
 //! or token in any log of a run, at the most verbose log level.
 
 mod common;
+use common::pods::{main_container, running, wait_for};
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -13,7 +14,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
 use kube::api::{Api, ListParams, LogParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -81,41 +81,8 @@ fn pod(value: serde_json::Value) -> Pod {
     serde_json::from_value(value).unwrap()
 }
 
-/// Waits (through a watch) for pod `name` to satisfy `pred`.
-async fn wait_for(pods: &Api<Pod>, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut w = watcher(pods.clone(), config).applied_objects().boxed();
-    tokio::time::timeout(WAIT, async {
-        while let Some(ev) = w.next().await {
-            if let Ok(p) = ev
-                && pred(&p)
-            {
-                return p;
-            }
-        }
-        panic!("the watch of {name} ended")
-    })
-    .await
-    .unwrap_or_else(|_| panic!("pod {name}: not {what} within {WAIT:?}"))
-}
-
-fn main_status(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
-    p.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == "main")
-}
-
-fn running(p: &Pod) -> bool {
-    main_status(p).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
-}
-
 fn failed(p: &Pod) -> bool {
     p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
-}
-
-/// The host pid of the main container's command (`process://<pid>-<n>`).
-fn container_pid(p: &Pod) -> i32 {
-    let id = main_status(p).and_then(|c| c.container_id.clone()).expect("a container ID");
-    let pid = id.strip_prefix("process://").and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok());
-    pid.unwrap_or_else(|| panic!("a pid in {id}"))
 }
 
 fn alive(pid: i32) -> bool {
@@ -163,7 +130,7 @@ async fn a_second_jobset_up_on_a_data_dir_is_refused_and_a_killed_ones_container
             "command": ["sh", "-c", "while true; do sleep 0.05; done"]}]}
     }));
     pods.create(&PostParams::default(), &survivor).await.unwrap();
-    let pid = container_pid(&wait_for(&pods, "survivor", "running", running).await);
+    let pid = main_container(&wait_for(&pods, "survivor", "running", WAIT, running).await).1;
 
     let second = common::run_to_end(common::command(d, 0, &["--nodes", "0"]), WAIT).await;
     let holder = first.server.child.id().unwrap();
@@ -182,7 +149,7 @@ async fn a_second_jobset_up_on_a_data_dir_is_refused_and_a_killed_ones_container
     let next = up(d, "warn").await;
     let pods: Api<Pod> = Api::default_namespaced(next.server.client().await);
     let adopted = pods.get("survivor").await.unwrap();
-    assert!(running(&adopted) && container_pid(&adopted) == pid, "{:?}", adopted.status);
+    assert!(running(&adopted) && main_container(&adopted).1 == pid, "{:?}", adopted.status);
     next.stop().await;
     gone(pid, "the container after a graceful stop of jobset up").await;
 }
@@ -219,7 +186,7 @@ async fn the_data_dir_is_private_to_its_user_but_for_what_pods_read_and_write() 
             "volumes": [{"name": "creds", "secret": {"secretName": "creds"}}, {"name": "scratch", "emptyDir": {}}]}
     }));
     pods.create(&PostParams::default(), &p).await.unwrap();
-    let p = wait_for(&pods, "perms", "running (or failed)", |p| running(p) || failed(p)).await;
+    let p = wait_for(&pods, "perms", "running (or failed)", WAIT, |p| running(p) || failed(p)).await;
     assert!(running(&p), "{:?}", p.status);
     let uid = p.metadata.uid.clone().unwrap();
 
@@ -228,9 +195,12 @@ async fn the_data_dir_is_private_to_its_user_but_for_what_pods_read_and_write() 
     let sandbox = d.join("runtime/pods").join(&uid);
     // What the runtime deliberately leaves open, as kubelet does: the pod's /tmp (1777, as the
     // host's) and its volumes (the modes the pod asks for, and what its containers write there
-    // with their usual umask 022), all reached only through the pod's own mounts.
-    let (tmp, volumes) = (sandbox.join("tmp"), sandbox.join("volumes"));
-    let for_pods = |p: &Path| p.starts_with(&tmp) || (p.starts_with(&volumes) && p != volumes);
+    // with their usual umask 022), and the hosts files (0644, a pod's /etc/hosts for any
+    // runAsUser, as kubelet's), all reached only through the pod's own mounts.
+    let (tmp, volumes, hosts) = (sandbox.join("tmp"), sandbox.join("volumes"), d.join("hosts"));
+    let for_pods = |p: &Path| {
+        p.starts_with(&tmp) || (p.starts_with(&volumes) && p != volumes) || (p.starts_with(&hosts) && p != hosts)
+    };
     let offenders: Vec<String> = paths
         .iter()
         .filter(|p| !for_pods(p))
@@ -298,7 +268,7 @@ echo "api: $code"
     }));
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     pods.create(&PostParams::default(), &p).await.unwrap();
-    let p = wait_for(&pods, "leak", "running (or failed)", |p| running(p) || failed(p)).await;
+    let p = wait_for(&pods, "leak", "running (or failed)", WAIT, |p| running(p) || failed(p)).await;
     let check_log = pods.logs("leak", &LogParams { container: Some("check".into()), ..LogParams::default() }).await;
     assert!(running(&p), "{:?}\ncheck: {check_log:?}", p.status);
     assert_eq!(check_log.unwrap(), "api: 200\n", "the pod reached the API server with its token");
@@ -324,7 +294,7 @@ echo "api: $code"
     assert!(started.await.unwrap_or(false), "the main container's log says it started");
 
     // What the container holds, read in its own mount namespace.
-    let pid = container_pid(&p);
+    let pid = main_container(&p).1;
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     assert!(String::from_utf8_lossy(&environ).contains(&format!("PASSWORD={value}")), "the secret is in the env");
     let kubeconfig = server.server.kubeconfig.to_str().unwrap().to_string();

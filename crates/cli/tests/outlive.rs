@@ -3,13 +3,12 @@
 //! that happened while it was down is reported with the container's real exit code.
 
 mod common;
+use common::pods::{main_container, main_status, running, wait_for};
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, LogParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -23,39 +22,6 @@ fn pod(name: &str) -> Pod {
             "containers": [{"name": "main", "image": "busybox", "command": ["sh", "-c", script]}]}
     }))
     .unwrap()
-}
-
-/// Waits (through a watch) for pod `name` to satisfy `pred`.
-async fn wait_for(pods: &Api<Pod>, name: &str, what: &str, pred: impl Fn(&Pod) -> bool) -> Pod {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut w = watcher(pods.clone(), config).applied_objects().boxed();
-    tokio::time::timeout(WAIT, async {
-        while let Some(ev) = w.next().await {
-            if let Ok(p) = ev
-                && pred(&p)
-            {
-                return p;
-            }
-        }
-        panic!("the watch of {name} ended")
-    })
-    .await
-    .unwrap_or_else(|_| panic!("pod {name}: not {what} within {WAIT:?}"))
-}
-
-fn main_status(p: &Pod) -> Option<&k8s_openapi::api::core::v1::ContainerStatus> {
-    p.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == "main")
-}
-
-fn running(p: &Pod) -> bool {
-    main_status(p).and_then(|c| c.state.as_ref()).is_some_and(|s| s.running.is_some())
-}
-
-/// The container's ID and the host pid of its command (`process://<pid>-<n>`).
-fn container(p: &Pod) -> (String, i32) {
-    let id = main_status(p).and_then(|c| c.container_id.clone()).expect("a container ID");
-    let pid = id.strip_prefix("process://").and_then(|r| r.split('-').next()).and_then(|p| p.parse().ok());
-    (id.clone(), pid.unwrap_or_else(|| panic!("a pid in {id}")))
 }
 
 /// `(exit code, reason, container ID)` once the container has terminated.
@@ -96,8 +62,8 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
     }
     let mut before = std::collections::BTreeMap::new();
     for name in ["adopted", "ended-while-down", "stopped-with-up"] {
-        let p = wait_for(&pods, name, "running", running).await;
-        before.insert(name, container(&p));
+        let p = wait_for(&pods, name, "running", WAIT, running).await;
+        before.insert(name, main_container(&p));
     }
     server.kill().await;
     for (name, (_, pid)) in &before {
@@ -111,7 +77,7 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
     let server = common::start(dir.path(), 0, &args).await;
     let pods: Api<Pod> = Api::default_namespaced(server.client().await);
     // Its real exit code, under the container ID it had: not the 137 of a lost container.
-    let p = wait_for(&pods, "ended-while-down", "terminated", |p| terminated(p).is_some()).await;
+    let p = wait_for(&pods, "ended-while-down", "terminated", WAIT, |p| terminated(p).is_some()).await;
     assert_eq!(terminated(&p), Some((3, "Error".into(), down_id)), "{:?}", p.status);
     assert_eq!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Failed"));
     // What it printed while jobset up was down is in its log.
@@ -122,10 +88,10 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
     let (adopted_id, adopted_pid) = before["adopted"].clone();
     let p = pods.get("adopted").await.unwrap();
     assert!(running(&p), "{:?}", p.status);
-    assert_eq!(container(&p).0, adopted_id);
+    assert_eq!(main_container(&p).0, adopted_id);
     assert_eq!(main_status(&p).unwrap().restart_count, 0);
     signal(adopted_pid, nix::sys::signal::Signal::SIGUSR1);
-    let p = wait_for(&pods, "adopted", "terminated", |p| terminated(p).is_some()).await;
+    let p = wait_for(&pods, "adopted", "terminated", WAIT, |p| terminated(p).is_some()).await;
     assert_eq!(terminated(&p), Some((3, "Error".into(), adopted_id)), "{:?}", p.status);
 
     // A graceful stop of jobset up still stops everything.

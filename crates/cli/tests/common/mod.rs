@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod pair;
+pub mod pods;
 pub mod tracker;
 
 use std::path::{Path, PathBuf};
