@@ -56,7 +56,7 @@ async fn up(dir: &Path, log: &str) -> Up {
             panic!("jobset up did not listen within {:?}; stderr:\n{}", common::STARTUP_TIMEOUT, stderr.lock().unwrap())
         }
     };
-    let server = common::Server { child, port, kubeconfig: dir.join("kubeconfig"), stderr };
+    let server = common::Server { child, port, kubeconfig: dir.join("kubeconfig"), stderr, crashed: false };
     Up { server, stdout, drains: vec![drained, read] }
 }
 

@@ -26,6 +26,51 @@ pub struct Server {
     pub kubeconfig: PathBuf,
     /// What the server wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
+    /// Set by [`Server::kill`] (a crash the test goes on from): its containers are left running,
+    /// for the next `jobset up` on the data dir to adopt (and kill when it is dropped).
+    pub crashed: bool,
+}
+
+impl Drop for Server {
+    /// Kills `jobset up` and then the containers it leaves running: with `--data-dir` they outlive
+    /// a `kill -9` of it by design (ARCHITECTURE.md, "supervisor"), but not a test's end, where they
+    /// would go on using the machine's CPU under later tests.
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.id() {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+        if let Some(dir) = self.kubeconfig.parent().filter(|_| !self.crashed) {
+            kill_kept_containers(dir);
+        }
+    }
+}
+
+/// Kills the container supervisors (and so their containers) that the records under
+/// `DATA_DIR/runtime/containers/<pod>/<n>.json` name, when their start time still matches.
+pub fn kill_kept_containers(data_dir: &Path) {
+    let Ok(pods) = std::fs::read_dir(data_dir.join("runtime/containers")) else { return };
+    for pod in pods.flatten() {
+        let Ok(runs) = std::fs::read_dir(pod.path()) else { continue };
+        for run in runs.flatten().filter(|r| r.path().extension().is_some_and(|e| e == "json")) {
+            let Ok(v) = std::fs::read(run.path()).map(|b| serde_json::from_slice::<serde_json::Value>(&b)) else {
+                continue;
+            };
+            let Ok(v) = v else { continue };
+            let (Some(pid), Some(start)) = (v["shimPid"].as_u64(), v["shimStart"].as_u64()) else { continue };
+            if process_start(pid) == Some(start) {
+                let _ =
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A process's start time (field 22 of `/proc/<pid>/stat`, counted after the command's `)`).
+fn process_start(pid: u64) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// `jobset up --port PORT --data-dir DIR EXTRA_ARGS...`, with piped stdout and stderr, killed on drop.
@@ -85,7 +130,7 @@ pub async fn try_start(dir: &Path, port: u16, extra_args: &[&str]) -> Result<Ser
     }
     // Keep draining stdout so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok(Server { child, port: bound, kubeconfig: dir.join("kubeconfig"), stderr })
+    Ok(Server { child, port: bound, kubeconfig: dir.join("kubeconfig"), stderr, crashed: false })
 }
 
 /// Collects what `child` writes to its piped stderr, as it comes; the task ends with the pipe.
@@ -122,6 +167,7 @@ impl Server {
     /// SIGKILL, and reap. The server must not have panicked meanwhile.
     pub async fn kill(mut self) {
         self.child.kill().await.expect("kill -9 jobset up");
+        self.crashed = true;
         self.check();
     }
 
