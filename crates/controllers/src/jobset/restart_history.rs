@@ -215,7 +215,9 @@ enum Look {
     /// container) after the pod's last in-place restart; while the pod restarts in place, the
     /// latest termination that ended by the restart's start (the one that set it off).
     Current,
-    /// A pod restarted in place: the latest last termination of a worker.
+    /// A pod restarted in place: the latest last termination of a worker, or a current one that
+    /// ended by the pod's last `AllContainersRestarting` transition (its agent announced the
+    /// restart before the kubelet reported the containers restarted).
     Restarted,
 }
 
@@ -241,7 +243,8 @@ fn failure(p: &Pod, look: Look) -> Option<Failure<'_>> {
         (Look::Current, Some((true, at))) => (true, true, true, None, at),
         (Look::Current, Some((false, at))) => (true, false, false, at, None),
         (Look::Current, None) => (true, false, false, None, None),
-        (Look::Restarted, _) => (false, true, true, None, None),
+        (Look::Restarted, Some((_, at))) => (true, true, true, None, at),
+        (Look::Restarted, None) => (false, true, true, None, None),
     };
     let mut out: Option<Failure> = None;
     for c in status.container_statuses.iter().flatten().chain(inits) {
@@ -1243,6 +1246,18 @@ mod tests {
                     last_failed(pod("js", "p1").at(2), 1, 25),
                     last_failed(pod("js", "p2").at(2), 137, 26),
                 ],
+                (Some("p1"), Some("worker"), Some(1), Some(25)),
+            ),
+            (
+                "an agent restarted its pod before the kubelet reported the restart",
+                false,
+                vec![pod("js", "p1").at(2).terminated("worker", 1, 25).all_restarting(false, 26)],
+                (Some("p1"), Some("worker"), Some(1), Some(25)),
+            ),
+            (
+                "an agent restarted its pod: a failure after the restart is the next attempt's",
+                false,
+                vec![last_failed(pod("js", "p1").at(2).terminated("worker", 2, 40).all_restarting(false, 26), 1, 25)],
                 (Some("p1"), Some("worker"), Some(1), Some(25)),
             ),
             (
