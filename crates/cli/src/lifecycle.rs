@@ -101,10 +101,38 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// The pid in `dir`'s pid file, if it names a live process.
+/// The `jobset up` running on `dir`: the process holding its lock, as the kernel lists it
+/// (`/proc/locks`). A pid file a killed `up` left behind may name another process by now, which
+/// `down` must never signal. Where the kernel's list cannot be read, the pid file if it names a
+/// live process.
 pub fn running(dir: &Path) -> Option<i32> {
-    let pid: i32 = fs::read_to_string(dir.join(PID_FILE)).ok()?.trim().parse().ok()?;
-    alive(pid).then_some(pid)
+    match lock_holder(dir) {
+        Ok(holder) => holder,
+        Err(()) => {
+            let pid: i32 = fs::read_to_string(dir.join(PID_FILE)).ok()?.trim().parse().ok()?;
+            alive(pid).then_some(pid)
+        }
+    }
+}
+
+/// The process holding the `flock` on `dir`'s lock file (none when nobody does, or the file does
+/// not exist); `Err` when `/proc/locks` cannot be read.
+fn lock_holder(dir: &Path) -> Result<Option<i32>, ()> {
+    use std::os::unix::fs::MetadataExt;
+    let locks = procfs::locks().map_err(|_| ())?;
+    let Ok(meta) = fs::metadata(dir.join(LOCK_FILE)) else { return Ok(None) };
+    let dev = meta.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    Ok(locks
+        .into_iter()
+        .find(|l| {
+            l.lock_type == procfs::LockType::FLock
+                && l.inode == meta.ino()
+                && u64::from(l.devmaj) == major
+                && u64::from(l.devmin) == minor
+        })
+        .and_then(|l| l.pid)
+        .filter(|&p| alive(p)))
 }
 
 /// This process's claim on a data directory: an exclusive lock on its `jobset.lock`, and the pid
@@ -443,7 +471,15 @@ pub async fn down(args: DownArgs) -> anyhow::Result<()> {
             }
             println!("jobset cluster {name:?} stopped (pid {pid}); its data stays in {}", dir.display());
         }
-        None => println!("jobset cluster {name:?} is not running"),
+        None => {
+            println!("jobset cluster {name:?} is not running");
+            // A killed `jobset up` leaves its process containers running under their
+            // supervisors, for the next `up` to adopt; `down` stops them.
+            let stopped = jobset_kubelet::runtime::process::stop_kept_containers(&dir.join(jobset_local::RUNTIME_DIR));
+            if stopped > 0 {
+                println!("stopped {stopped} container(s) left running by a killed jobset up");
+            }
+        }
     }
     let context = context_name(&name);
     for path in tokio::task::block_in_place(|| crate::kubeconfig::remove_from_user(&context))? {

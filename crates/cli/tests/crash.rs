@@ -128,7 +128,7 @@ async fn sigkill_during_writes_loses_no_acknowledged_write() {
         tokio::time::sleep(delay).await;
         let before_kill = round_acked.lock().unwrap().len();
         let attempted = attempts.load(std::sync::atomic::Ordering::Relaxed);
-        server.kill().await;
+        server.crash().await;
         for w in writers {
             tokio::time::timeout(CALL_TIMEOUT * 2, w).await.expect("writer stops after the kill").expect("writer task");
         }
@@ -219,7 +219,7 @@ async fn watcher_survives_a_server_restart() {
     wait_for(&mut rx, "live").await;
 
     // Crash, and come back on the same port (the watcher's client knows only that URL).
-    server.kill().await;
+    server.crash().await;
     let server = start(dir.path(), port, &[]).await;
     // A write after the restart must reach the watcher.
     let client2 = server.client().await;
@@ -317,7 +317,7 @@ async fn missing_pki_file_is_a_clear_error() {
         let server = start(dir.path(), 0, &[]).await;
         let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
         call("create", api.create(&PostParams::default(), &cm("kept", 1))).await;
-        server.kill().await;
+        server.crash().await;
 
         std::fs::remove_file(dir.path().join(missing)).unwrap();
         let stderr = expect_startup_failure(dir.path()).await;
@@ -339,7 +339,7 @@ async fn missing_token_is_replaced_and_the_store_kept() {
     let server = start(dir.path(), 0, &[]).await;
     let api: Api<ConfigMap> = Api::namespaced(server.client().await, "default");
     call("create", api.create(&PostParams::default(), &cm("kept", 1))).await;
-    server.kill().await;
+    server.crash().await;
     let ca = std::fs::read(dir.path().join("pki/ca.crt")).unwrap();
     std::fs::remove_file(dir.path().join("token")).unwrap();
     let server = start(dir.path(), 0, &[]).await;

@@ -85,23 +85,6 @@ fn failed(p: &Pod) -> bool {
     p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
 }
 
-fn alive(pid: i32) -> bool {
-    // Zombies count as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
-}
-
-/// Waits until process `pid` has ended.
-async fn gone(pid: i32, what: &str) {
-    tokio::time::timeout(WAIT, async {
-        while alive(pid) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: process {pid} still runs"));
-}
-
 /// Every file and directory under `dir` (not `dir` itself), depth first.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())).flatten() {
@@ -116,6 +99,46 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).mode() & 0o7777
+}
+
+/// `jobset status` / `jobset down` on `dir`, with a HOME of their own (`down` edits
+/// ~/.kube/config).
+async fn lifecycle(command: &str, dir: &Path, home: &Path) -> common::Output {
+    let mut cmd = common::jobset_command(&[command, "--data-dir", dir.to_str().unwrap()]);
+    cmd.env("HOME", home);
+    common::run_to_end(cmd, WAIT).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_stops_the_containers_a_killed_jobset_up_left_and_never_signals_a_process_a_stale_pid_file_names() {
+    let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let d = dir.path();
+    let first = up(d, "warn").await;
+    let pods: Api<Pod> = Api::default_namespaced(first.server.client().await);
+    let survivor = pod(json!({
+        "metadata": {"name": "survivor"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
+            "command": ["sh", "-c", "while true; do sleep 0.05; done"]}]}
+    }));
+    pods.create(&PostParams::default(), &survivor).await.unwrap();
+    let pid = main_container(&wait_for(&pods, "survivor", "running", WAIT, running).await).1;
+    first.server.crash().await;
+    // The killed `jobset up`'s pid file stays; its pid now names another process (here one of
+    // ours, as after pid reuse), which holds no lock on the data dir.
+    let mut stranger = tokio::process::Command::new("sleep").arg("600").kill_on_drop(true).spawn().unwrap();
+    let stranger_pid = stranger.id().unwrap() as i32;
+    std::fs::write(d.join("jobset.pid"), format!("{stranger_pid}\n")).unwrap();
+
+    let status = lifecycle("status", d, home.path()).await;
+    assert!(status.code == 0 && status.stdout.contains("Stopped"), "{status:?}");
+    assert!(!status.stdout.contains(&stranger_pid.to_string()), "{status:?}");
+    let down = lifecycle("down", d, home.path()).await;
+    assert_eq!(down.code, 0, "{down:?}");
+    assert!(down.stdout.contains("jobset cluster \"default\" is not running\n"), "{down:?}");
+    assert!(down.stdout.contains("stopped 1 container(s) left running by a killed jobset up\n"), "{down:?}");
+    common::gone(pid, "the container after jobset down", WAIT).await;
+    assert!(common::alive(stranger_pid), "jobset down signalled the process the stale pid file named");
+    stranger.kill().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,14 +167,14 @@ async fn a_second_jobset_up_on_a_data_dir_is_refused_and_a_killed_ones_container
 
     // A kill -9 leaves the container running under its supervisor, a process spawned by the
     // killed `jobset up`: it does not hold the lock, so the next one starts and adopts it.
-    first.server.kill().await;
-    assert!(alive(pid), "the container outlives a kill -9 of jobset up");
+    first.server.crash().await;
+    assert!(common::alive(pid), "the container outlives a kill -9 of jobset up");
     let next = up(d, "warn").await;
     let pods: Api<Pod> = Api::default_namespaced(next.server.client().await);
     let adopted = pods.get("survivor").await.unwrap();
     assert!(running(&adopted) && main_container(&adopted).1 == pid, "{:?}", adopted.status);
     next.stop().await;
-    gone(pid, "the container after a graceful stop of jobset up").await;
+    common::gone(pid, "the container after a graceful stop of jobset up", WAIT).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

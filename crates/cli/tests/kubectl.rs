@@ -5,6 +5,8 @@
 //! discovery cache starts cold. kubectl must be on PATH: both Debian's `kubernetes-client` (1.20)
 //! and the 1.32 dispatcher are supported, so only the output both print is asserted.
 
+mod common;
+
 use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
@@ -321,6 +323,8 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         self.server.kill().ok();
         self.server.wait().ok();
+        // Its process containers outlive a kill -9 by design; the test's end is theirs too.
+        common::kill_kept_containers(self.data.path());
         // On failure, show the server's log too, to tell a server error from a kubectl one.
         if thread::panicking() {
             let log = fs::read_to_string(self.data.path().join("server.log")).unwrap_or_default();

@@ -30,23 +30,6 @@ fn terminated(p: &Pod) -> Option<(i32, String, String)> {
     Some((t.exit_code, t.reason.clone().unwrap_or_default(), t.container_id.clone().unwrap_or_default()))
 }
 
-fn alive(pid: i32) -> bool {
-    // Zombies count as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
-}
-
-/// Waits until process `pid` has ended.
-async fn gone(pid: i32, what: &str) {
-    tokio::time::timeout(WAIT, async {
-        while alive(pid) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{what}: process {pid} still runs"));
-}
-
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signal the container");
 }
@@ -65,14 +48,14 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
         let p = wait_for(&pods, name, "running", WAIT, running).await;
         before.insert(name, main_container(&p));
     }
-    server.kill().await;
+    server.crash().await;
     for (name, (_, pid)) in &before {
-        assert!(alive(*pid), "{name}: the container died with jobset up");
+        assert!(common::alive(*pid), "{name}: the container died with jobset up");
     }
     // One container ends while nothing watches it.
     let (down_id, down_pid) = before["ended-while-down"].clone();
     signal(down_pid, nix::sys::signal::Signal::SIGUSR1);
-    gone(down_pid, "ended-while-down after SIGUSR1").await;
+    common::gone(down_pid, "ended-while-down after SIGUSR1", WAIT).await;
 
     let server = common::start(dir.path(), 0, &args).await;
     let pods: Api<Pod> = Api::default_namespaced(server.client().await);
@@ -96,7 +79,7 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
 
     // A graceful stop of jobset up still stops everything.
     let (_, last_pid) = before["stopped-with-up"].clone();
-    assert!(alive(last_pid));
+    assert!(common::alive(last_pid));
     let mut server = server;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(server.child.id().unwrap() as i32),
@@ -105,5 +88,5 @@ async fn process_pods_outlive_a_kill_of_jobset_up_and_are_adopted_with_their_rea
     .unwrap();
     tokio::time::timeout(WAIT, server.child.wait()).await.expect("jobset up stops on SIGTERM").unwrap();
     server.check();
-    gone(last_pid, "stopped-with-up after jobset up stopped").await;
+    common::gone(last_pid, "stopped-with-up after jobset up stopped", WAIT).await;
 }

@@ -131,12 +131,6 @@ async fn exec_runs_inside_the_pods_namespaces_with_its_environment() {
     server.kill().await;
 }
 
-fn alive(pid: i32) -> bool {
-    // Zombies count as gone: only a process that still runs can leak.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -180,12 +174,12 @@ async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
     })
     .await
     .expect("the pods report their processes");
-    assert!(pids.iter().all(|p| alive(*p)), "{pids:?} run before the kill");
+    assert!(pids.iter().all(|p| common::alive(*p)), "{pids:?} run before the kill");
     run.start_kill().unwrap();
     run.wait().await.unwrap();
     let left = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            let left: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+            let left: Vec<i32> = pids.iter().copied().filter(|p| common::alive(*p)).collect();
             if left.is_empty() {
                 return;
             }
@@ -193,7 +187,7 @@ async fn no_pod_process_survives_jobset_run_killed_with_sigkill() {
         }
     })
     .await;
-    let still: Vec<i32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    let still: Vec<i32> = pids.iter().copied().filter(|p| common::alive(*p)).collect();
     assert!(left.is_ok(), "processes outlived jobset run: {still:?}");
 }
 

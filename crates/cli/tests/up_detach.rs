@@ -5,6 +5,8 @@
 //!
 //! HOME is a temporary directory, so ~/.kube/config and ~/.local/share/jobset are the test's.
 
+mod common;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,7 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(pid) = self.pid() {
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            common::kill_kept_containers(&self.0);
         }
     }
 }
@@ -130,15 +133,6 @@ fn names(config: &Value, list: &str) -> Vec<String> {
     config[list].as_array().into_iter().flatten().map(|e| e["name"].as_str().unwrap().to_string()).collect()
 }
 
-/// Whether `pid` runs: it exists and is not a zombie (an exited process its parent, here
-/// whatever adopted it, has not reaped yet).
-fn alive(pid: i32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) != Some('Z'),
-        Err(_) => false,
-    }
-}
-
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
@@ -203,7 +197,7 @@ async fn up_detach_then_kubectl_then_down() {
     let down = run(&jobset(), &["down"], home, DOWN_TIMEOUT).await;
     assert!(down.ok().contains(&format!("stopped (pid {pid})")), "{}", down.stdout);
     assert!(!data.join("jobset.pid").exists(), "the pid file is removed on a clean stop");
-    assert!(!alive(pid), "pid {pid} still runs after `jobset down`");
+    assert!(!common::alive(pid), "pid {pid} still runs after `jobset down`");
 
     // Only our entries are gone; current-context pointed at ours, so it is unset, as kind does.
     let config = kubeconfig(home);

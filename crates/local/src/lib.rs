@@ -25,6 +25,10 @@ use kube::runtime::watcher;
 use tokio::task::JoinHandle;
 
 /// How node agents run containers.
+/// The process runtime's state directory (container records, sandboxes) under the cluster's
+/// state directory, when the runtime's config names none.
+pub const RUNTIME_DIR: &str = "runtime";
+
 #[derive(Debug, Clone)]
 pub enum RuntimeKind {
     /// Nothing executes; pod annotations say how containers behave. In-place restart agents run
@@ -208,7 +212,7 @@ impl LocalCluster {
                         d
                     }
                 };
-                p.state_dir.get_or_insert_with(|| dir.join("runtime"));
+                p.state_dir.get_or_insert_with(|| dir.join(RUNTIME_DIR));
                 // Containers do not see the cluster's state (the API server's data, keys, logs).
                 p.hidden.push(dir.clone());
                 let hosts = p.hosts_dir.get_or_insert_with(|| dir.join("hosts")).clone();

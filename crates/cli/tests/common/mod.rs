@@ -26,7 +26,7 @@ pub struct Server {
     pub kubeconfig: PathBuf,
     /// What the server wrote to stderr so far.
     pub stderr: Arc<Mutex<String>>,
-    /// Set by [`Server::kill`] (a crash the test goes on from): its containers are left running,
+    /// Set by [`Server::crash`] (a crash the test goes on from): its containers are left running,
     /// for the next `jobset up` on the data dir to adopt (and kill when it is dropped).
     pub crashed: bool,
 }
@@ -47,30 +47,27 @@ impl Drop for Server {
     }
 }
 
-/// Kills the container supervisors (and so their containers) that the records under
-/// `DATA_DIR/runtime/containers/<pod>/<n>.json` name, when their start time still matches.
+/// Stops the containers a killed `jobset up` on `data_dir` left running, as `jobset down` does.
 pub fn kill_kept_containers(data_dir: &Path) {
-    let Ok(pods) = std::fs::read_dir(data_dir.join("runtime/containers")) else { return };
-    for pod in pods.flatten() {
-        let Ok(runs) = std::fs::read_dir(pod.path()) else { continue };
-        for run in runs.flatten().filter(|r| r.path().extension().is_some_and(|e| e == "json")) {
-            let Ok(v) = std::fs::read(run.path()).map(|b| serde_json::from_slice::<serde_json::Value>(&b)) else {
-                continue;
-            };
-            let Ok(v) = v else { continue };
-            let (Some(pid), Some(start)) = (v["shimPid"].as_u64(), v["shimStart"].as_u64()) else { continue };
-            if process_start(pid) == Some(start) {
-                let _ =
-                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL);
-            }
-        }
-    }
+    jobset_kubelet::runtime::process::stop_kept_containers(&data_dir.join(jobset_local::RUNTIME_DIR));
 }
 
-/// A process's start time (field 22 of `/proc/<pid>/stat`, counted after the command's `)`).
-fn process_start(pid: u64) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.split_whitespace().nth(19)?.parse().ok()
+/// Whether `pid` runs: it exists and is not a zombie (an exited process its parent has not
+/// reaped yet has ended, and cannot leak).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|s| s.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()) != Some('Z'))
+}
+
+/// Waits (at most `wait`) until process `pid` has ended.
+pub async fn gone(pid: i32, what: &str, wait: Duration) {
+    tokio::time::timeout(wait, async {
+        while alive(pid) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{what}: process {pid} still runs"));
 }
 
 /// `jobset up --port PORT --data-dir DIR EXTRA_ARGS...`, with piped stdout and stderr, killed on drop.
@@ -164,8 +161,16 @@ impl Server {
         kube::Client::try_from(config).expect("client")
     }
 
-    /// SIGKILL, and reap. The server must not have panicked meanwhile.
+    /// SIGKILL, and reap; then (on drop) its containers, as at a test's end. The server must not
+    /// have panicked meanwhile.
     pub async fn kill(mut self) {
+        self.child.kill().await.expect("kill -9 jobset up");
+        self.check();
+    }
+
+    /// A crash the test goes on from: SIGKILL and reap, leaving its process containers running
+    /// for the next `jobset up` on the data dir to adopt. The server must not have panicked.
+    pub async fn crash(mut self) {
         self.child.kill().await.expect("kill -9 jobset up");
         self.crashed = true;
         self.check();

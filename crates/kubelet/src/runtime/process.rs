@@ -876,6 +876,17 @@ fn kept_containers(state_dir: &Path) -> Vec<Kept> {
     out
 }
 
+/// Stops the containers that agents on `state_dir` left running (their supervisor still runs with
+/// the recorded start time): what `jobset down` does for a `jobset up` that was killed. Each
+/// supervisor records its container's exit (killed), as for any stop. Returns how many.
+pub fn stop_kept_containers(state_dir: &Path) -> usize {
+    let running: Vec<Kept> = kept_containers(state_dir).into_iter().filter(|k| k.running.is_some()).collect();
+    for k in &running {
+        signal_group(Pid::from_raw(k.record.pgid as i32), Signal::SIGKILL);
+    }
+    running.len()
+}
+
 /// `<state_dir>/containers`: the records of container runs, by pod.
 fn containers_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("containers")
