@@ -143,7 +143,8 @@ pub struct AgentConfig {
     /// The back-off starts over when a container's previous restart is longer ago than this
     /// (kubelet: 10 minutes of running without a problem).
     pub restart_backoff_reset: Duration,
-    /// How long a container the runtime could not create (a full disk, too many open files)
+    /// How long a container the runtime could not create (a full disk, too many open files) or
+    /// whose config could not be built (a missing ConfigMap key: `CreateContainerConfigError`)
     /// waits before the next try (kubelet: its pod worker's back-off period, 10 s).
     pub create_retry: Duration,
     /// The least grace a container gets after a preStop hook that used up (most of) the grace

@@ -35,9 +35,11 @@
 //! - a run the runtime could not create for a reason of the host's (a full disk, too many open
 //!   files: [`start_error_is_transient`]) did not happen: the container is Waiting
 //!   `CreateContainerError` and tried again after [`Backoff::create_retry`], its `restartCount`
-//!   unchanged, whatever the restart policy (kubelet counts only the containers it created); a
-//!   start the pod itself makes fail (a command not found) is a run that ended at once, exit
-//!   code 128, reason `StartError`.
+//!   unchanged, whatever the restart policy (kubelet counts only the containers it created); so
+//!   is a container whose config could not be built (a missing ConfigMap or Secret, or key,
+//!   `runAsNonRoot` violated: [`StartFailure::Config`]), Waiting `CreateContainerConfigError`
+//!   with kubelet's message; a start the pod itself makes fail (a command not found) is a run
+//!   that ended at once, exit code 128, reason `StartError`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,7 +51,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::runtime::ContainerKind;
+use crate::runtime::{ContainerKind, ErrorKind};
 
 /// `spec.restartPolicy` of a pod or a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,11 +317,14 @@ pub enum CState {
         delay: Duration,
     },
     /// The runtime could not create the run, for a reason of the host's
-    /// ([`start_error_is_transient`]): Waiting `CreateContainerError` with the runtime's
-    /// `message`, tried again at `until`. `restart`: the run was a restart, counted again when it
-    /// is tried again (the failed try is not counted).
+    /// ([`start_error_is_transient`]) or because its config could not be built
+    /// ([`StartFailure::Config`]): Waiting `reason` ([`CREATE_CONTAINER_ERROR`] or
+    /// [`CREATE_CONTAINER_CONFIG_ERROR`]) with the runtime's `message`, tried again at `until`.
+    /// `restart`: the run was a restart, counted again when it is tried again (the failed try is
+    /// not counted).
     CreateFailed {
         until: Timestamp,
+        reason: &'static str,
         message: String,
         restart: bool,
     },
@@ -431,9 +436,8 @@ pub enum Event {
     Admit { at: Timestamp },
     /// A run the machine asked for is up.
     Started { c: CRef, restart_count: u32, id: String, ready: bool, at: Timestamp },
-    /// A run the machine asked for could not start; `transient`: for a reason of the host's
-    /// ([`start_error_is_transient`]), so it is tried again.
-    StartFailed { c: CRef, restart_count: u32, message: String, transient: bool, at: Timestamp },
+    /// A run the machine asked for could not start, for the reason `failure` says.
+    StartFailed { c: CRef, restart_count: u32, message: String, failure: StartFailure, at: Timestamp },
     /// A run ended. `reason: None` means `Completed` for code 0, else `Error`.
     Exited {
         c: CRef,
@@ -778,10 +782,11 @@ impl PodMachine {
         fx.push(Effect::WriteStatus);
     }
 
-    /// The runtime could not create run `c` for a reason of the host's: the run did not happen.
-    /// It is tried again after [`Backoff::create_retry`] while the pod is live, whatever the
-    /// restart policy; a run that was to be stopped is not.
-    fn create_failed(&mut self, c: CRef, message: String, at: Timestamp, fx: &mut Vec<Effect>) {
+    /// The runtime could not create run `c` (for a reason of the host's, or its config could not
+    /// be built; Waiting `reason`): the run did not happen. It is tried again after
+    /// [`Backoff::create_retry`] while the pod is live, whatever the restart policy; a run that
+    /// was to be stopped is not.
+    fn create_failed(&mut self, c: CRef, reason: &'static str, message: String, at: Timestamp, fx: &mut Vec<Effect>) {
         fx.push(Effect::WriteStatus);
         let (live, retry) = (self.live(), self.backoff.create_retry);
         let run = self.container_mut(c);
@@ -792,7 +797,7 @@ impl PodMachine {
             run.restart_count -= 1;
         }
         if live && !stop {
-            run.state = CState::CreateFailed { until: at + retry, message, restart };
+            run.state = CState::CreateFailed { until: at + retry, reason, message, restart };
         } else {
             run.give_up_create();
         }
@@ -956,14 +961,16 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                 fx.push(Effect::WriteStatus);
             }
         }
-        Event::StartFailed { c, restart_count, message, transient, at } => {
+        Event::StartFailed { c, restart_count, message, failure, at } => {
             let run = m.container(c);
             if matches!(run.state, CState::Starting { .. }) && run.restart_count == restart_count {
-                if transient {
-                    m.create_failed(c, message, at, &mut fx);
-                } else {
-                    let term = termination(128, Some("StartError".into()), Some(message), None, at, None);
-                    m.on_exit(c, term, at, &mut fx);
+                match failure {
+                    StartFailure::Config => m.create_failed(c, CREATE_CONTAINER_CONFIG_ERROR, message, at, &mut fx),
+                    StartFailure::Create => m.create_failed(c, CREATE_CONTAINER_ERROR, message, at, &mut fx),
+                    StartFailure::Start => {
+                        let term = termination(128, Some("StartError".into()), Some(message), None, at, None);
+                        m.on_exit(c, term, at, &mut fx);
+                    }
                 }
             }
         }
@@ -1085,6 +1092,38 @@ pub const ALL_RESTARTING: &str = "AllContainersRestarting";
 
 /// kubelet's Waiting reason for a container the runtime could not create (`ErrCreateContainer`).
 pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
+
+/// kubelet's Waiting reason for a container whose config could not be built
+/// (`ErrCreateContainerConfig`).
+pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+
+/// How a start failed, which decides what the container shows and whether it is tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartFailure {
+    /// Its config could not be built from the pod and what it refers to (kubelet's
+    /// `generateContainerConfig` failing: a missing ConfigMap or Secret, or key, `runAsNonRoot`
+    /// violated): Waiting [`CREATE_CONTAINER_CONFIG_ERROR`], tried again after
+    /// [`Backoff::create_retry`] (kubelet retries at its pod worker's next sync, after the same
+    /// back-off period: the container never exited, so no CrashLoopBackOff applies), as the
+    /// missing object may appear.
+    Config,
+    /// The runtime could not create it for a reason of the host's ([`start_error_is_transient`]):
+    /// Waiting [`CREATE_CONTAINER_ERROR`], tried again after [`Backoff::create_retry`].
+    Create,
+    /// Any other: the run ended at once, exit code 128, reason `StartError`.
+    Start,
+}
+
+impl StartFailure {
+    /// Classifies a runtime's start error from its kind and message. Pure.
+    pub fn of(kind: ErrorKind, message: &str) -> StartFailure {
+        match kind {
+            ErrorKind::Config => StartFailure::Config,
+            ErrorKind::Other if start_error_is_transient(message) => StartFailure::Create,
+            ErrorKind::Other => StartFailure::Start,
+        }
+    }
+}
 
 /// The OS errors after which creating a container is worth trying again: the host lacked a
 /// resource for a while (disk space or quota, a failing disk, file descriptors, processes,
@@ -1513,7 +1552,7 @@ impl PodMachine {
                     at.uid
                 )),
             ),
-            CState::CreateFailed { message, .. } => waiting(CREATE_CONTAINER_ERROR, Some(message.clone())),
+            CState::CreateFailed { reason, message, .. } => waiting(reason, Some(message.clone())),
             CState::Terminated(t) => ApiState { terminated: Some(terminated(t)), ..Default::default() },
         };
         ContainerStatus {
@@ -1966,7 +2005,13 @@ mod tests {
             one(RestartPolicy::Never),
             vec![
                 Event::Admit { at: t(0) },
-                Event::StartFailed { c: MAIN, restart_count: 0, message: "bad".into(), transient: false, at: t(1) },
+                Event::StartFailed {
+                    c: MAIN,
+                    restart_count: 0,
+                    message: "bad".into(),
+                    failure: StartFailure::Start,
+                    at: t(1),
+                },
             ],
         );
         assert_eq!(fx, [WriteStatus]);
@@ -2009,7 +2054,7 @@ mod tests {
                 false,
             ),
             ("a command not executable", "starting \"/x\": Permission denied (os error 13)", false),
-            ("a missing ConfigMap key", "container \"main\": env \"X\": configmap \"c\" not found", false),
+            ("a missing ConfigMap", "configmap \"c\" not found", false),
             ("no command", "container \"main\": no command and no image entrypoint", false),
             ("a malformed number", "x (os error twenty-eight)", false),
         ];
@@ -2018,9 +2063,82 @@ mod tests {
         }
     }
 
+    #[test]
+    fn start_failures_are_told_apart_as_kubelet_does() {
+        let enospc = "creating /d/tmp: No space left on device (os error 28)";
+        let table = [
+            (
+                "a missing ConfigMap key",
+                ErrorKind::Config,
+                "couldn't find key k in ConfigMap ns/c",
+                StartFailure::Config,
+            ),
+            ("a missing Secret", ErrorKind::Config, "secret \"s\" not found", StartFailure::Config),
+            (
+                "runAsNonRoot violated",
+                ErrorKind::Config,
+                "container has runAsNonRoot and image will run as root (pod: \"p_ns(u)\", container: main)",
+                StartFailure::Config,
+            ),
+            ("a config error that names an OS error", ErrorKind::Config, enospc, StartFailure::Config),
+            ("a full disk", ErrorKind::Other, enospc, StartFailure::Create),
+            (
+                "a command not found",
+                ErrorKind::Other,
+                "starting \"x\": No such file or directory (os error 2)",
+                StartFailure::Start,
+            ),
+            ("an unknown capability", ErrorKind::Other, "unknown capability \"FLY\"", StartFailure::Start),
+        ];
+        for (what, kind, message, want) in table {
+            assert_eq!(StartFailure::of(kind, message), want, "{what}");
+        }
+    }
+
     fn start_failed(c: CRef, rc: u32, transient: bool, at: i64) -> Event {
         let message = if transient { "creating /d/tmp: No space left on device (os error 28)" } else { "bad" };
-        Event::StartFailed { c, restart_count: rc, message: message.into(), transient, at: t(at) }
+        let failure = if transient { StartFailure::Create } else { StartFailure::Start };
+        Event::StartFailed { c, restart_count: rc, message: message.into(), failure, at: t(at) }
+    }
+
+    fn config_failed(c: CRef, rc: u32, at: i64) -> Event {
+        let message = "couldn't find key k in ConfigMap ns/c".into();
+        Event::StartFailed { c, restart_count: rc, message, failure: StartFailure::Config, at: t(at) }
+    }
+
+    #[test]
+    fn a_container_whose_config_cannot_be_built_waits_with_kubelets_reason_and_is_tried_again() {
+        // restartPolicy Never: the pod stays Pending, the container never ran.
+        let (m, fx) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, config_failed(MAIN, 0, 1)]);
+        assert_eq!(fx, [WriteStatus]);
+        assert_eq!((m.stage, m.phase()), (Stage::Running, "Pending"));
+        let (reason, message, restarts) = waiting_of(&m, MAIN);
+        assert_eq!(reason.as_deref(), Some(CREATE_CONTAINER_CONFIG_ERROR));
+        assert_eq!(message.as_deref(), Some("couldn't find key k in ConfigMap ns/c"));
+        assert_eq!((restarts, m.container(MAIN).last.clone()), (0, None));
+        assert_eq!(m.next_wakeup(), Some(t(5001)), "tried again after create_retry");
+        let (m, fx) = step(m, Event::Tick { at: t(5001) });
+        assert_eq!(fx, [Start(MAIN)]);
+        let (m, _) = step(m, config_failed(MAIN, 0, 5002));
+        assert_eq!(m.next_wakeup(), Some(t(10_002)), "failed again: the same wait");
+        // The ConfigMap got its key: the container runs, its first run.
+        let (m, _) = run(m, vec![Event::Tick { at: t(10_002) }, started(MAIN, 0, 10_003), exited(MAIN, 0, 0, 10_004)]);
+        assert_eq!((m.stage, m.container(MAIN).restart_count), (Stage::Succeeded, 0));
+
+        // A restart whose config cannot be built: Running (it ran before), the count unchanged
+        // until the run happens, lastState the run that ended.
+        let (m, _) = run(
+            one(RestartPolicy::Always),
+            vec![Event::Admit { at: t(0) }, started(MAIN, 0, 1), exited(MAIN, 0, 1, 2), config_failed(MAIN, 1, 3)],
+        );
+        let (reason, _, restarts) = waiting_of(&m, MAIN);
+        assert_eq!((reason.as_deref(), restarts, m.phase()), (Some(CREATE_CONTAINER_CONFIG_ERROR), 0, "Running"));
+        assert_eq!(m.container(MAIN).last.as_ref().map(|l| l.exit_code), Some(1));
+
+        // Deleted while waiting: nothing runs, the pod ends Failed.
+        let (m, _) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, config_failed(MAIN, 0, 1)]);
+        let (m, fx) = step(m, Event::Delete { at: t(2) });
+        assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus, ConfirmDeletion]));
     }
 
     fn waiting_of(m: &PodMachine, c: CRef) -> (Option<String>, Option<String>, i32) {

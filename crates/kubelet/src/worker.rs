@@ -31,8 +31,8 @@ use tokio::task::AbortHandle;
 use crate::NodeContext;
 use crate::node::FIELD_MANAGER;
 use crate::pod::{
-    Backoff, CRef, CState, ConditionClock, Effect, Event, Found, Placement, PodMachine, PodSpecSummary,
-    start_error_is_transient, step,
+    Backoff, CRef, CState, ConditionClock, Effect, Event, Found, Placement, PodMachine, PodSpecSummary, StartFailure,
+    step,
 };
 use crate::probe::{Action, ContainerProbes, Target};
 use crate::runtime::{Adopted, ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
@@ -56,6 +56,9 @@ struct Worker {
     /// The pod had finished before this worker saw it: its status is not ours to rewrite.
     adopted_finished: bool,
     resources: Arc<PodResources>,
+    /// A start failed for want of a ConfigMap or Secret: `resources` are read again before the
+    /// next start.
+    stale_resources: bool,
     /// The prober task of each container's current run, by run number.
     probers: HashMap<CRef, (u32, AbortHandle)>,
     probe_tx: mpsc::UnboundedSender<Event>,
@@ -238,6 +241,17 @@ impl Worker {
     }
 
     async fn start(&mut self, c: CRef) -> Event {
+        if self.stale_resources {
+            match crate::resources::fetch(&self.ctx.client, &self.pod).await {
+                Ok(r) => {
+                    self.resources = Arc::new(r);
+                    self.stale_resources = false;
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %self.placement.name, error = %e, "reading the pod's ConfigMaps and Secrets")
+                }
+            }
+        }
         let run = self.machine().container(c);
         let restart_count = run.restart_count;
         let kind = run.spec.kind;
@@ -267,10 +281,12 @@ impl Worker {
                 Event::Started { c, restart_count, id: started.id.0, ready: started.ready, at: Timestamp::now() }
             }
             Err(e) => {
-                let transient = start_error_is_transient(&e.0);
+                let failure = StartFailure::of(e.1, &e.0);
+                // The missing ConfigMap or Secret (or key) may be there for the next try.
+                self.stale_resources |= failure == StartFailure::Config;
                 let container = &self.machine().container(c).spec.name;
-                tracing::info!(pod = %self.placement.name, %container, transient, error = %e, "starting a container");
-                Event::StartFailed { c, restart_count, message: e.0, transient, at: Timestamp::now() }
+                tracing::info!(pod = %self.placement.name, %container, ?failure, error = %e, "starting a container");
+                Event::StartFailed { c, restart_count, message: e.0, failure, at: Timestamp::now() }
             }
         }
     }
@@ -476,6 +492,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         retry_at: None,
         adopted_finished: finished,
         resources: Arc::default(),
+        stale_resources: false,
         probers: HashMap::new(),
         probe_tx,
         stoppers: Vec::new(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use jobset_kubelet::NodeConfig;
 use jobset_kubelet::runtime::process::{ProcessConfig, ProcessRuntime, SERVICE_ACCOUNT_DIR, ServiceAccountSource};
 use jobset_kubelet::runtime::sandbox;
-use jobset_kubelet::runtime::{ContainerKind, ExitStatus, PodResources, Runtime, StartRequest, Started};
+use jobset_kubelet::runtime::{ContainerKind, ErrorKind, ExitStatus, PodResources, Runtime, StartRequest, Started};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::json;
 
@@ -373,6 +373,7 @@ async fn run_as_non_root_fails_a_root_container_with_kubelets_message() {
         err.0,
         "container has runAsNonRoot and image will run as root (pod: \"nonroot_ns(uid-nonroot)\", container: main)"
     );
+    assert_eq!(err.1, ErrorKind::Config, "the agent shows it Waiting CreateContainerConfigError");
     // With a non-root user it runs.
     let c = container("id -u", json!({"securityContext": {"runAsUser": 1000}}));
     let (code, out) = run(&rt, &p, c, &PodResources::default()).await;
@@ -485,4 +486,65 @@ async fn capabilities_follow_the_security_context_and_no_new_privs_allow_privile
         let (code, out) = run(&rt, &pod("caps", json!({})), c, &PodResources::default()).await;
         assert_eq!((code, out), (0, want.map(String::from).to_vec()), "{sc}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proc_and_sys_paths_are_masked_or_read_only_unless_privileged() {
+    let rt = ProcessRuntime::new(ProcessConfig::default());
+    if !can_isolate(&rt) {
+        return;
+    }
+    // Each line: what the container finds at one of containerd's default masked or read-only
+    // paths (the mount's filesystem type and options from its mountinfo, `-` without a mount of
+    // its own), and how many bytes it reads from a masked file.
+    let script = "for p in /proc/timer_list /proc/kcore /proc/acpi /sys/firmware /proc/sys /proc/sysrq-trigger; do \
+                    m=$(awk -v p=$p '$5 == p { for (i = 7; $i != \"-\"; i++); print $(i+1), substr($6, 1, 2) }' \
+                    /proc/self/mountinfo | tail -n 1); echo \"$p ${m:--}\"; done; \
+                  echo timer_list=$(wc -c < /proc/timer_list)";
+    let exists = |p: &str| Path::new(p).exists();
+    let host_timer_list = std::fs::read("/proc/timer_list").map(|b| b.len()).unwrap_or(0);
+
+    let (code, out) = run(&rt, &pod("masked", json!({})), container(script, json!({})), &PodResources::default()).await;
+    assert_eq!(code, 0, "{out:?}");
+    let mount = |p: &str, fs: &str| if exists(p) { format!("{p} {fs}") } else { format!("{p} -") };
+    assert_eq!(
+        out,
+        [
+            mount("/proc/timer_list", "devtmpfs rw"),
+            mount("/proc/kcore", "devtmpfs rw"),
+            mount("/proc/acpi", "tmpfs ro"),
+            mount("/sys/firmware", "tmpfs ro"),
+            mount("/proc/sys", "proc ro"),
+            mount("/proc/sysrq-trigger", "proc ro"),
+            "timer_list=0".to_string(),
+        ]
+        .map(|l| l.replace("devtmpfs", &dev_fs())),
+        "masked: /dev/null on files, an empty read-only tmpfs on directories; read-only paths"
+    );
+
+    // privileged (and procMount: Unmasked) see the kernel's files.
+    for (name, sc) in [("privileged", json!({"privileged": true})), ("unmasked", json!({"procMount": "Unmasked"}))] {
+        let c = container(script, json!({"securityContext": sc}));
+        let (code, out) = run(&rt, &pod(name, json!({})), c, &PodResources::default()).await;
+        assert_eq!(code, 0, "{out:?}");
+        let paths =
+            ["/proc/timer_list", "/proc/kcore", "/proc/acpi", "/sys/firmware", "/proc/sys", "/proc/sysrq-trigger"];
+        assert_eq!(out[..6], paths.map(|p| format!("{p} -")), "{name}");
+        if host_timer_list > 0 {
+            assert_ne!(out[6], "timer_list=0", "{name}");
+        }
+    }
+}
+
+/// The filesystem type of the host's `/dev` (whose `/dev/null` covers masked files).
+fn dev_fs() -> String {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .rev()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            (f.get(4) == Some(&"/dev")).then(|| f.get(sep + 1).map(|s| s.to_string()))?
+        })
+        .unwrap_or_else(|| "devtmpfs".into())
 }

@@ -135,12 +135,38 @@ impl std::fmt::Debug for Adopted {
     }
 }
 
-/// A container that could not start (the agent reports it as exit code 128, reason `StartError`,
-/// or, when the message ends in an OS error of the host's such as `ENOSPC`, as Waiting
-/// `CreateContainerError` and tries again: [`crate::pod::start_error_is_transient`]).
+/// A container that could not start, and why ([`ErrorKind`]). The agent reports a
+/// [`ErrorKind::Config`] error as Waiting `CreateContainerConfigError` and tries again; any other
+/// as exit code 128, reason `StartError`, or, when the message ends in an OS error of the host's
+/// such as `ENOSPC`, as Waiting `CreateContainerError` and tries again
+/// ([`crate::pod::StartFailure::of`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct RuntimeError(pub String);
+pub struct RuntimeError(pub String, pub ErrorKind);
+
+/// What kind of error a [`RuntimeError`] is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The container's configuration could not be built from the pod and what it refers to
+    /// (kubelet's `ErrCreateContainerConfig`: a missing ConfigMap or Secret, or key, an env source
+    /// that cannot be resolved, `runAsNonRoot` violated). The message is kubelet's.
+    Config,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+impl RuntimeError {
+    /// An error of [`ErrorKind::Other`].
+    pub fn new(message: impl Into<String>) -> RuntimeError {
+        RuntimeError(message.into(), ErrorKind::Other)
+    }
+
+    /// An error of [`ErrorKind::Config`].
+    pub fn config(message: impl Into<String>) -> RuntimeError {
+        RuntimeError(message.into(), ErrorKind::Config)
+    }
+}
 
 /// Runs containers for a node agent. Shared by the agent's pod workers, possibly by many nodes.
 pub trait Runtime: Send + Sync + 'static {

@@ -54,13 +54,19 @@
 //!   a warning); commands run in the container ([`Runtime::exec`], `jobset exec`) take its user
 //!   and groups too. `fsGroup` owns the emptyDir, configMap, secret, projected and downwardAPI
 //!   volumes (see [`super::volumes`]). `runAsNonRoot` with a container that would run as root
-//!   fails its start with kubelet's message (reported as `StartError`: the agent has no
-//!   `CreateContainerConfigError` waiting state). `readOnlyRootFilesystem` remounts `/` (this
+//!   fails its start with kubelet's message, a config error ([`super::ErrorKind::Config`]: the
+//!   agent shows the container Waiting `CreateContainerConfigError` and tries again, as for a
+//!   missing ConfigMap or Secret key). `readOnlyRootFilesystem` remounts `/` (this
 //!   mount only, in the container's namespace) and the pod's `/tmp` read-only; writable volumes
 //!   stay writable.
 //!
 //! - with a PID namespace, the container's `/proc` is a procfs of that namespace: it shows the
 //!   container's processes only, so `/proc/<pid>/root` does not lead into another pod.
+//! - containerd's default masked paths (`/proc/kcore`, `/proc/keys`, `/sys/firmware`...:
+//!   [`sandbox::MASKED_PATHS`]) are covered (`/dev/null` on a file, an empty read-only tmpfs on
+//!   a directory) and its read-only paths (`/proc/sys`, `/proc/sysrq-trigger`...:
+//!   [`sandbox::READ_ONLY_PATHS`]) bound read-only, as runc does; not for a `privileged`
+//!   container nor with `procMount: Unmasked`.
 //! - as root, the runtime drops the capabilities a container does not get (see [`capabilities`]):
 //!   containerd's default set, changed by `securityContext.capabilities` `add`/`drop`, all with
 //!   `privileged: true`. Without CAP_SYS_ADMIN a root container cannot unmount the cover or its
@@ -71,7 +77,7 @@
 //!   capabilities (the in-place restart examples `mount` a tmpfs through `jobset exec`).
 //!
 //! What this does not stop: a `privileged` container (or one given CAP_SYS_ADMIN) can unmount
-//! the covers; `/proc/sys` and the like are not masked read-only as runc does.
+//! the covers and the masks.
 //!
 //! Without permission the runtime warns once and runs containers as plain host processes: no
 //! private `/tmp`, no volumes (they are still checked, then left out), the host's hostname, and
@@ -117,8 +123,8 @@
 //! Processes are spawned from one dedicated thread per runtime: the parent-death signal fires
 //! when the *thread* that spawned the child ends, and tokio's blocking threads come and go.
 //!
-//! Not covered yet: `stopSignal`, resources (cgroups), seccomp and AppArmor profiles, masked
-//! `/proc` paths, user namespaces, network isolation, partial (`P`) log lines.
+//! Not covered yet: `stopSignal`, resources (cgroups), seccomp and AppArmor profiles, user
+//! namespaces, network isolation, partial (`P`) log lines.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::OwnedFd;
@@ -405,7 +411,7 @@ fn valid_env_name(name: &str) -> bool {
 /// Works out what a run executes. Pure, so the rules are tested without processes.
 pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Result<Plan, RuntimeError> {
     let c = &req.container;
-    let fail = |what: String| RuntimeError(format!("container {:?}: {what}", c.name));
+    let fail = |what: String| RuntimeError::new(format!("container {:?}: {what}", c.name));
     let image = c.image.as_deref().unwrap_or_default();
     let mapped = |key: &str| images.get(key).filter(|v| !v.is_empty());
     let mapped = mapped(image).or_else(|| mapped(image_repository(image)));
@@ -435,11 +441,12 @@ pub fn plan(req: &StartRequest, images: &BTreeMap<String, Vec<String>>) -> Resul
 /// The environment of a run of `req`'s container, as a kubelet builds it: `PATH`, `HOME`,
 /// `HOSTNAME`, `POD_IP`, then `envFrom`, then `env` (literal values with `$(VAR)` expanded,
 /// downward API, ConfigMap and Secret keys). The simulated runtime configures its in-process
-/// in-place restart agents from it too.
+/// in-place restart agents from it too. Errors are [`ErrorKind::Config`](super::ErrorKind::Config), with
+/// kubelet's messages (`makeEnvironmentVariables`: `configmap "c" not found`, `couldn't find key
+/// k in ConfigMap ns/c`, as is, without the container's name).
 pub fn container_env(req: &StartRequest) -> Result<BTreeMap<String, String>, RuntimeError> {
     let c = &req.container;
     let pod = &req.pod;
-    let fail = |what: String| RuntimeError(format!("container {:?}: {what}", c.name));
     let sources = Sources { pod, node: &req.node.name, pod_ip: &req.pod_ip, resources: &req.resources };
 
     let mut env = BTreeMap::new();
@@ -465,7 +472,7 @@ pub fn container_env(req: &StartRequest) -> Result<BTreeMap<String, String>, Run
         };
         match objects.get(name) {
             None if optional => {}
-            None => return Err(fail(format!("envFrom: {kind} {name:?} not found"))),
+            None => return Err(RuntimeError::config(format!("{kind} {name:?} not found"))),
             Some(data) => {
                 for (k, v) in data {
                     let var = format!("{prefix}{k}");
@@ -477,7 +484,7 @@ pub fn container_env(req: &StartRequest) -> Result<BTreeMap<String, String>, Run
         }
     }
     for var in c.env.iter().flatten() {
-        let value = sources.env_value(var, &env).map_err(|e| fail(format!("env {:?}: {e}", var.name)))?;
+        let value = sources.env_value(var, &env).map_err(RuntimeError::config)?;
         if let Some(value) = value {
             env.insert(var.name.clone(), value);
         }
@@ -511,6 +518,10 @@ pub struct Security {
     pub capabilities: Option<u64>,
     /// `allowPrivilegeEscalation: false`.
     pub no_new_privs: bool,
+    /// Mask containerd's default `/proc` and `/sys` paths and make its read-only ones so
+    /// ([`sandbox::MASKED_PATHS`], [`sandbox::READ_ONLY_PATHS`]): unless `privileged` or
+    /// `procMount: Unmasked`.
+    pub mask_paths: bool,
 }
 
 /// The capabilities of Linux by number (`linux/capability.h`), without their `CAP_` prefix.
@@ -607,7 +618,7 @@ pub fn capabilities(container: &Container) -> Result<Option<u64>, RuntimeError> 
     for (field, names, adding) in [("add", add, true), ("drop", drop, false)] {
         for name in names.iter().filter(|c| !is_all(c)) {
             let bit = capability_bit(name).ok_or_else(|| {
-                RuntimeError(format!(
+                RuntimeError::new(format!(
                     "container {:?}: securityContext.capabilities.{field}: unknown capability {name:?}",
                     container.name
                 ))
@@ -639,7 +650,7 @@ pub fn security(pod: &Pod, container: &Container, runtime: (u32, u32)) -> Result
         match v {
             None => Ok(None),
             Some(v) if (0..=i64::from(i32::MAX)).contains(&v) => Ok(Some(v as u32)),
-            Some(v) => Err(RuntimeError(format!(
+            Some(v) => Err(RuntimeError::new(format!(
                 "container {:?}: securityContext.{field}: Invalid value: {v}: must be between 0 and 2147483647, inclusive",
                 container.name
             ))),
@@ -660,12 +671,12 @@ pub fn security(pod: &Pod, container: &Container, runtime: (u32, u32)) -> Result
         let (pod, name) = (pod_desc(pod), &container.name);
         match run_as_user {
             Some(0) => {
-                return Err(RuntimeError(format!(
+                return Err(RuntimeError::config(format!(
                     "container's runAsUser breaks non-root policy (pod: {pod:?}, container: {name})"
                 )));
             }
             None if runtime.0 == 0 => {
-                return Err(RuntimeError(format!(
+                return Err(RuntimeError::config(format!(
                     "container has runAsNonRoot and image will run as root (pod: {pod:?}, container: {name})"
                 )));
             }
@@ -679,7 +690,16 @@ pub fn security(pod: &Pod, container: &Container, runtime: (u32, u32)) -> Result
     });
     let read_only_root = csc.and_then(|c| c.read_only_root_filesystem) == Some(true);
     let no_new_privs = csc.and_then(|c| c.allow_privilege_escalation) == Some(false);
-    Ok(Security { identity, fs_group, read_only_root, capabilities: capabilities(container)?, no_new_privs })
+    let privileged = csc.and_then(|c| c.privileged) == Some(true);
+    let unmasked = csc.and_then(|c| c.proc_mount.as_deref()) == Some("Unmasked");
+    Ok(Security {
+        identity,
+        fs_group,
+        read_only_root,
+        capabilities: capabilities(container)?,
+        no_new_privs,
+        mask_paths: !privileged && !unmasked,
+    })
 }
 
 /// The host directories to hide from a container: of `paths` (absolute, symlinks resolved),
@@ -727,7 +747,7 @@ pub fn plan_volumes(req: &StartRequest, state_dir: &Path) -> Result<(Vec<VolumeP
     let dirs = Dirs { sandbox: &sandbox, state_dir };
     let env = plan_env_for_subpaths(req, &sources);
     volumes::plan_mounts(&req.pod, &req.container, &req.resources, dirs, &env, &|p| sources.field(p))
-        .map_err(|e| RuntimeError(format!("container {:?}: {e}", req.container.name)))
+        .map_err(|e| RuntimeError::new(format!("container {:?}: {e}", req.container.name)))
 }
 
 /// The variables `subPathExpr` may use: the container's literal and downward API env.
@@ -1056,12 +1076,12 @@ impl ProcessRuntime {
 
     /// The spawner thread's queue, started on first use inside the caller's tokio runtime.
     fn spawner(&self) -> Result<std::sync::mpsc::Sender<Spawn>, RuntimeError> {
-        let mut guard = self.spawner.lock().map_err(|_| RuntimeError("process runtime: lock poisoned".into()))?;
+        let mut guard = self.spawner.lock().map_err(|_| RuntimeError::new("process runtime: lock poisoned"))?;
         if let Some(tx) = guard.as_ref() {
             return Ok(tx.clone());
         }
         let handle = tokio::runtime::Handle::try_current()
-            .map_err(|_| RuntimeError("process runtime: start called outside a tokio runtime".into()))?;
+            .map_err(|_| RuntimeError::new("process runtime: start called outside a tokio runtime"))?;
         let (tx, rx) = std::sync::mpsc::channel::<Spawn>();
         std::thread::Builder::new()
             .name("process-runtime".into())
@@ -1076,7 +1096,7 @@ impl ProcessRuntime {
                     let _ = reply.send((spawned, report));
                 }
             })
-            .map_err(|e| RuntimeError(format!("process runtime: starting the spawner thread: {e}")))?;
+            .map_err(|e| RuntimeError::new(format!("process runtime: starting the spawner thread: {e}")))?;
         *guard = Some(tx.clone());
         Ok(tx)
     }
@@ -1238,6 +1258,7 @@ fn prepare(input: &SandboxInput, plan: &Plan) -> Result<SandboxPlan, String> {
         identity: security.identity.clone(),
         capabilities: security.capabilities,
         no_new_privs: security.no_new_privs,
+        mask_paths: security.mask_paths,
     })
 }
 
@@ -1494,7 +1515,7 @@ impl Runtime for ProcessRuntime {
         let node_name = req.node.name.clone();
         let restart_count = req.restart_count;
         async move {
-            let fail = |what: String| RuntimeError(format!("container {name:?}: {what}"));
+            let fail = |what: String| RuntimeError::new(format!("container {name:?}: {what}"));
             let for_setup = plan.clone();
             let shim_log_path = dir.join(format!("{n}.shim.log"));
             let (setup, shim_log) = tokio::task::spawn_blocking(move || {
@@ -1535,7 +1556,7 @@ impl Runtime for ProcessRuntime {
             let mut cmd = tokio::process::Command::new("/proc/self/exe");
             cmd.env_clear().env(SHIM_ENV, "1").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(shim_log);
             let (reply, spawned) = oneshot::channel();
-            let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
+            let stopped = || RuntimeError::new("process runtime: the spawner thread is gone");
             spawner.send(Spawn { cmd, report: None, reply }).map_err(|_| stopped())?;
             let mut child =
                 spawned.await.map_err(|_| stopped())?.0.map_err(|e| fail(format!("starting its supervisor: {e}")))?;
@@ -1587,10 +1608,10 @@ impl Runtime for ProcessRuntime {
         let ready = |r| futures::future::ready(r).boxed();
         let container = self.running.lock().ok().and_then(|m| m.get(id).map(|e| (e.plan.clone(), e.pid)));
         let Some((container, pid)) = container else {
-            return ready(Err(RuntimeError(format!("container {id} is not running"))));
+            return ready(Err(RuntimeError::new(format!("container {id} is not running"))));
         };
         if argv.is_empty() {
-            return ready(Err(RuntimeError("exec: no command given".into())));
+            return ready(Err(RuntimeError::new("exec: no command given")));
         }
         let spawner = match self.spawner() {
             Ok(s) => s,
@@ -1612,15 +1633,15 @@ impl Runtime for ProcessRuntime {
                 });
             }
             sandbox::join(cmd.as_std_mut(), pid, true)
-                .map_err(|e| RuntimeError(format!("exec: entering container {pid}: {e}")))?;
+                .map_err(|e| RuntimeError::new(format!("exec: entering container {pid}: {e}")))?;
             let (reply, spawned) = oneshot::channel();
-            let stopped = || RuntimeError("process runtime: the spawner thread is gone".into());
+            let stopped = || RuntimeError::new("process runtime: the spawner thread is gone");
             spawner.send(Spawn { cmd, report: None, reply }).map_err(|_| stopped())?;
             let child = spawned
                 .await
                 .map_err(|_| stopped())?
                 .0
-                .map_err(|e| RuntimeError(format!("exec {:?}: {e}", argv[0])))?;
+                .map_err(|e| RuntimeError::new(format!("exec {:?}: {e}", argv[0])))?;
             let pgid = child.id().map(|p| Pid::from_raw(p as i32));
             match tokio::time::timeout(timeout, child.wait_with_output()).await {
                 Ok(Ok(out)) => {
@@ -1628,12 +1649,12 @@ impl Runtime for ProcessRuntime {
                     output.extend_from_slice(&out.stderr);
                     Ok(ExecOutput { exit_code: exit_status(Ok(out.status), jiff::Timestamp::now()).exit_code, output })
                 }
-                Ok(Err(e)) => Err(RuntimeError(format!("exec {:?}: {e}", argv[0]))),
+                Ok(Err(e)) => Err(RuntimeError::new(format!("exec {:?}: {e}", argv[0]))),
                 Err(_) => {
                     if let Some(pgid) = pgid {
                         signal_group(pgid, Signal::SIGKILL);
                     }
-                    Err(RuntimeError(format!("exec {:?}: timed out after {timeout:?}", argv[0])))
+                    Err(RuntimeError::new(format!("exec {:?}: timed out after {timeout:?}", argv[0])))
                 }
             }
         }
@@ -1922,15 +1943,16 @@ mod tests {
             (json!({"name": "m", "command": ["true"], "env": [field("spec.nope")]}), "unsupported fieldRef"),
             (
                 json!({"name": "m", "command": ["true"], "env": [{"name": "S", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}),
-                "container \"m\": env \"S\": secret \"s\" not found",
+                "secret \"s\" not found",
             ),
             (
                 json!({"name": "m", "command": ["true"], "envFrom": [{"configMapRef": {"name": "c"}}]}),
-                "envFrom: configmap \"c\" not found",
+                "configmap \"c\" not found",
             ),
         ] {
             let err = plan(&request(pod.clone(), c), &BTreeMap::new()).unwrap_err();
             assert!(err.0.contains(want), "{err}");
+            assert_eq!(err.1, crate::runtime::ErrorKind::Config, "{err}");
         }
     }
 
@@ -1978,7 +2000,8 @@ mod tests {
         );
         r.resources =
             Arc::new(PodResources { config_maps: [("cfg".to_string(), BTreeMap::new())].into(), ..Default::default() });
-        assert!(plan(&r, &BTreeMap::new()).unwrap_err().0.ends_with("couldn't find key k in ConfigMap ns/cfg"));
+        let err = plan(&r, &BTreeMap::new()).unwrap_err();
+        assert_eq!(err, RuntimeError::config("couldn't find key k in ConfigMap ns/cfg"), "kubelet's message, as is");
         let err = key_missing(json!({"name": "m", "command": ["true"],
             "env": [{"name": "X", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]}))
         .unwrap_err();
@@ -2096,6 +2119,20 @@ mod tests {
     }
 
     #[test]
+    fn proc_paths_are_masked_unless_privileged_or_unmasked() {
+        for (sc, masked) in [
+            (json!({}), true),
+            (json!({"privileged": false}), true),
+            (json!({"procMount": "Default"}), true),
+            (json!({"capabilities": {"add": ["SYS_ADMIN"]}}), true),
+            (json!({"privileged": true}), false),
+            (json!({"procMount": "Unmasked"}), false),
+        ] {
+            assert_eq!(secured(json!({}), sc.clone(), (0, 0)).unwrap().mask_paths, masked, "{sc}");
+        }
+    }
+
+    #[test]
     fn run_as_non_root_refuses_root_with_kubelets_messages() {
         // (pod securityContext, container securityContext, runtime user, error)
         for (pod_sc, c_sc, runtime, want) in [
@@ -2118,6 +2155,15 @@ mod tests {
             let got = secured(pod_sc.clone(), c_sc.clone(), runtime).err();
             assert_eq!(got.as_deref(), want, "pod {pod_sc} container {c_sc} runtime {runtime:?}");
         }
+        // A config error (kubelet: Waiting CreateContainerConfigError), unlike an id out of range.
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+            "securityContext": {"runAsNonRoot": true}}}))
+        .unwrap();
+        let c: Container = serde_json::from_value(json!({"name": "main"})).unwrap();
+        assert_eq!(security(&pod, &c, (0, 0)).unwrap_err().1, crate::runtime::ErrorKind::Config);
+        let c: Container =
+            serde_json::from_value(json!({"name": "main", "securityContext": {"runAsUser": -1}})).unwrap();
+        assert_eq!(security(&pod, &c, (0, 0)).unwrap_err().1, crate::runtime::ErrorKind::Other);
     }
 
     #[test]

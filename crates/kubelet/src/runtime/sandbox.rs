@@ -34,7 +34,8 @@
 //! from `/proc/self/fd/<n>` (so covered sources still bind), then makes the read-only ones
 //! read-only (once every mount point exists), creates the working directory and, with
 //! `readOnlyRootFilesystem`, remounts `/` read-only. W then mounts a procfs of its PID namespace
-//! on `/proc` (after reporting its host pid, read from the host's), drops the capabilities the
+//! on `/proc` (after reporting its host pid, read from the host's), masks [`MASKED_PATHS`] and
+//! makes [`READ_ONLY_PATHS`] read-only (unless `privileged`), drops the capabilities the
 //! container does not keep from the bounding set, sets the user and groups (`setgroups`,
 //! `setgid`, `setuid`), limits its effective and permitted capabilities (root keeps the kept
 //! ones across `setuid` to root; another user has none left, as without ambient capabilities),
@@ -359,7 +360,32 @@ pub struct SandboxPlan {
     /// `PR_SET_NO_NEW_PRIVS` before `exec` (`allowPrivilegeEscalation: false`).
     #[serde(default)]
     pub no_new_privs: bool,
+    /// Mask [`MASKED_PATHS`] and make [`READ_ONLY_PATHS`] read-only (with `mount_ns`): as
+    /// containerd's default spec, for a container that is not `privileged` (nor `procMount:
+    /// Unmasked`).
+    #[serde(default)]
+    pub mask_paths: bool,
 }
+
+/// containerd's default `MaskedPaths` (`oci.populateDefaultUnixSpec`): a file is covered by
+/// `/dev/null`, a directory by an empty read-only tmpfs; what does not exist is skipped.
+pub const MASKED_PATHS: [&str; 11] = [
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+    "/proc/scsi",
+];
+
+/// containerd's default `ReadonlyPaths`: bound on themselves read-only; what does not exist is
+/// skipped.
+pub const READ_ONLY_PATHS: [&str; 5] = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
 
 impl SandboxPlan {
     /// The setup of a child of process `parent`; an error names what could not be prepared.
@@ -390,6 +416,13 @@ impl SandboxPlan {
             None => None,
         };
         let hide = self.hide.iter().map(|p| cstring(p)).collect::<io::Result<Vec<_>>>().map_err(|e| e.to_string())?;
+        let paths = |list: &[&str]| -> Vec<CString> {
+            if self.mount_ns && self.mask_paths {
+                list.iter().filter_map(|p| CString::new(*p).ok()).collect()
+            } else {
+                Vec::new()
+            }
+        };
         Ok(ChildSetup {
             agent: parent,
             mount_ns: self.mount_ns,
@@ -408,6 +441,8 @@ impl SandboxPlan {
             private_proc: self.mount_ns && self.pid_ns,
             capabilities: self.capabilities,
             no_new_privs: self.no_new_privs,
+            masked: paths(&MASKED_PATHS),
+            read_only: paths(&READ_ONLY_PATHS),
         })
     }
 }
@@ -583,7 +618,8 @@ const STEP_READ_ONLY_ROOT: u32 = 6;
 const STEP_USER: u32 = 7;
 const STEP_PROC: u32 = 8;
 const STEP_CAPABILITIES: u32 = 9;
-const STEP_MOUNT: u32 = 10;
+const STEP_MASK: u32 = 10;
+const STEP_MOUNT: u32 = 11;
 
 /// Everything a container's child does before exec, prepared before the fork.
 #[derive(Debug)]
@@ -613,6 +649,10 @@ pub struct ChildSetup {
     /// The capabilities kept ([`SandboxPlan::capabilities`]).
     pub capabilities: Option<u64>,
     pub no_new_privs: bool,
+    /// Covered by `/dev/null` (a file) or an empty read-only tmpfs (a directory), after `/proc`.
+    pub masked: Vec<CString>,
+    /// Bound read-only on themselves, after `/proc`.
+    pub read_only: Vec<CString>,
 }
 
 impl ChildSetup {
@@ -643,6 +683,7 @@ impl ChildSetup {
                     STEP_USER => "setting the user and groups (securityContext)".into(),
                     STEP_PROC => "mounting the container's /proc".into(),
                     STEP_CAPABILITIES => "dropping capabilities (securityContext)".into(),
+                    STEP_MASK => "masking /proc and /sys paths".into(),
                     s => match self.mounts.get((s - STEP_MOUNT) as usize) {
                         Some(m) => m.what.clone(),
                         None => format!("step {s}"),
@@ -751,6 +792,13 @@ impl ChildSetup {
                 let null = std::ptr::null();
                 cvt(libc::mount(c"proc".as_ptr(), c"/proc".as_ptr(), c"proc".as_ptr(), flags, null))
                     .map_err(fail(STEP_PROC))?;
+            }
+            // As runc: while CAP_SYS_ADMIN is still there.
+            for p in &self.masked {
+                mask_path(p).map_err(fail(STEP_MASK))?;
+            }
+            for p in &self.read_only {
+                read_only_path(p).map_err(fail(STEP_MASK))?;
             }
             if let Some(keep) = self.capabilities {
                 // While CAP_SETPCAP is still there.
@@ -895,6 +943,45 @@ fn write_decimal(buf: &mut [u8], mut n: u64) -> usize {
         buf[j] = tmp[i - 1 - j];
     }
     len
+}
+
+/// Masks `path` as runc does (`maskPath`): `/dev/null` bound over it, or, for a directory, an
+/// empty read-only tmpfs; a path that does not exist is left. Async-signal-safe.
+///
+/// # Safety
+/// `path` is a valid C string (only system calls, for the forked child).
+unsafe fn mask_path(path: &CString) -> Result<(), Errno> {
+    unsafe {
+        let null = std::ptr::null();
+        match cvt(libc::mount(c"/dev/null".as_ptr(), path.as_ptr(), null, libc::MS_BIND, null.cast())) {
+            Ok(_) | Err(Errno::ENOENT) => Ok(()),
+            Err(Errno::ENOTDIR) => {
+                let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+                cvt(libc::mount(c"tmpfs".as_ptr(), path.as_ptr(), c"tmpfs".as_ptr(), flags, null.cast())).map(drop)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Makes `path` read-only as runc does (`readonlyPath`): bound on itself, then remounted
+/// read-only (keeping procfs' `nosuid`, `nodev`, `noexec`); a path that does not exist is left.
+/// Async-signal-safe.
+///
+/// # Safety
+/// `path` is a valid C string (only system calls, for the forked child).
+unsafe fn read_only_path(path: &CString) -> Result<(), Errno> {
+    unsafe {
+        let null = std::ptr::null();
+        let p = path.as_ptr();
+        match cvt(libc::mount(p, p, null, libc::MS_BIND | libc::MS_REC, null.cast())) {
+            Err(Errno::ENOENT) => return Ok(()),
+            r => r?,
+        };
+        let flags =
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        cvt(libc::mount(p, p, null, flags, null.cast())).map(drop)
+    }
 }
 
 /// This process's pid in the host's PID namespace: `/proc` is the host's, so `/proc/self`
@@ -1165,13 +1252,30 @@ mod tests {
             private_proc: false,
             capabilities: None,
             no_new_privs: false,
+            masked: Vec::new(),
+            read_only: Vec::new(),
         };
         assert_eq!(setup.read_report(b"P42\n"), (Some(42), None));
-        assert_eq!(setup.read_report(b"E10\n").1.as_deref(), Some("mounting volume \"v\" at /x"));
+        assert_eq!(setup.read_report(b"E11\n").1.as_deref(), Some("mounting volume \"v\" at /x"));
+        assert_eq!(setup.read_report(b"E10\n").1.as_deref(), Some("masking /proc and /sys paths"));
         assert_eq!(
             setup.read_report(b"P42\nE7\n"),
             (Some(42), Some("setting the user and groups (securityContext)".into()))
         );
+    }
+
+    #[test]
+    fn proc_paths_are_masked_in_a_mount_namespace_when_asked() {
+        let masked = |mount_ns, mask_paths| {
+            let setup = SandboxPlan { mount_ns, mask_paths, ..SandboxPlan::default() }.child_setup(1).unwrap();
+            (setup.masked.len(), setup.read_only.len())
+        };
+        assert_eq!(masked(true, true), (MASKED_PATHS.len(), READ_ONLY_PATHS.len()));
+        assert_eq!(masked(true, false), (0, 0), "privileged");
+        assert_eq!(masked(false, true), (0, 0), "no mount namespace: the host's own paths");
+        let setup = SandboxPlan { mount_ns: true, mask_paths: true, ..SandboxPlan::default() }.child_setup(1).unwrap();
+        assert_eq!(setup.masked[2], c"/proc/kcore".to_owned());
+        assert_eq!(setup.read_only[3], c"/proc/sys".to_owned());
     }
 
     fn memory_volume(files: &[(&str, u32)], dirs: &[&str]) -> MemoryVolume {

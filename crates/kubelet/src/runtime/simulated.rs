@@ -446,7 +446,7 @@ impl SimulatedRuntime {
     fn start_agent(&self, req: StartRequest) -> Result<Started, RuntimeError> {
         let name = req.container.name.clone();
         let Some(client) = self.agent_client.clone() else {
-            return Err(RuntimeError(format!(
+            return Err(RuntimeError::new(format!(
                 "container {name:?}: runs the in-place restart agent but the simulated runtime has no API client"
             )));
         };
@@ -518,7 +518,7 @@ pub fn agent_config(req: &StartRequest) -> Result<jobset_agent::AgentConfig, Run
         let ns = req.pod.metadata.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| "default".into());
         env.insert("NAMESPACE".into(), ns);
     }
-    let fail = |e: String| RuntimeError(format!("container {:?}: in-place restart agent: {e}", c.name));
+    let fail = |e: String| RuntimeError::new(format!("container {:?}: in-place restart agent: {e}", c.name));
     // Never read: the namespace is set above.
     let no_service_account = std::path::Path::new("/nonexistent/serviceaccount");
     let mut cfg = jobset_agent::AgentConfig::from_env(|k| env.get(k).cloned(), no_service_account)
@@ -560,7 +560,7 @@ impl SimWorker {
             run: None,
         };
         // Bad annotations fail the container's start, not a later worker run.
-        w.behaviour(0).map_err(|e| RuntimeError(format!("{PREFIX}: {e}")))?;
+        w.behaviour(0).map_err(|e| RuntimeError::new(format!("{PREFIX}: {e}")))?;
         Ok(w)
     }
 
@@ -611,7 +611,7 @@ impl Runtime for SimulatedRuntime {
         let (index, job_index) = (completion_index(&req.pod), job_index(&req.pod));
         let behaviour = match resolve(&settings, index, job_index, &name, req.kind, attempt, req.default_run_duration) {
             Ok(b) => b,
-            Err(e) => return futures::future::ready(Err(RuntimeError(format!("{PREFIX}: {e}")))).boxed(),
+            Err(e) => return futures::future::ready(Err(RuntimeError::new(format!("{PREFIX}: {e}")))).boxed(),
         };
         let (id, rx, forget) = self.register(None);
         if let Some(p) = &req.log_path {
@@ -681,7 +681,7 @@ impl Runtime for SimulatedRuntime {
         let res = if known {
             Ok(ExecOutput { exit_code: 0, output: Vec::new() })
         } else {
-            Err(RuntimeError(format!("container {id} is not running")))
+            Err(RuntimeError::new(format!("container {id} is not running")))
         };
         futures::future::ready(res).boxed()
     }
