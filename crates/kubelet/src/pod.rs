@@ -39,7 +39,14 @@
 //!   is a container whose config could not be built (a missing ConfigMap or Secret, or key,
 //!   `runAsNonRoot` violated: [`StartFailure::Config`]), Waiting `CreateContainerConfigError`
 //!   with kubelet's message; a start the pod itself makes fail (a command not found) is a run
-//!   that ended at once, exit code 128, reason `StartError`.
+//!   that ended at once, exit code 128, reason `StartError`;
+//! - the pod's volumes are mounted before any container starts (kubelet's volume manager): while
+//!   a configMap, secret or projected volume lacks its ConfigMap or Secret (or key), the worker
+//!   reports [`Event::MountFailed`] instead of [`Event::Admit`]; the pod stays Pending, every
+//!   container Waiting `ContainerCreating` (`PodInitializing` with init containers),
+//!   `PodReadyToStartContainers` False and no pod IP (no sandbox yet), and the mount is tried
+//!   again ([`Effect::Mount`]) after [`Backoff::create_retry`]; `activeDeadlineSeconds` counts
+//!   from the first try.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -432,8 +439,11 @@ impl Stage {
 /// An input of the state machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// The agent takes the pod on: start it.
+    /// The agent takes the pod on, its volumes mounted: start it.
     Admit { at: Timestamp },
+    /// The pod's volumes could not be mounted (a ConfigMap or Secret they project is missing):
+    /// nothing starts; the mount is tried again after [`Backoff::create_retry`].
+    MountFailed { at: Timestamp },
     /// A run the machine asked for is up.
     Started { c: CRef, restart_count: u32, id: String, ready: bool, at: Timestamp },
     /// A run the machine asked for could not start, for the reason `failure` says.
@@ -461,6 +471,7 @@ impl Event {
     pub fn at(&self) -> Timestamp {
         match self {
             Event::Admit { at }
+            | Event::MountFailed { at }
             | Event::Started { at, .. }
             | Event::StartFailed { at, .. }
             | Event::Exited { at, .. }
@@ -475,6 +486,9 @@ impl Event {
 /// An output of the state machine, for the worker to carry out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effect {
+    /// Mount the pod's volumes again (the last try failed): the worker answers with
+    /// [`Event::Admit`] or [`Event::MountFailed`].
+    Mount,
     /// Start a run of the container (its `restart_count` is the run's number).
     Start(CRef),
     /// Stop the running container gracefully (pod termination, deadline): its preStop hook,
@@ -515,6 +529,9 @@ pub struct PodMachine {
     pub pod_restarting: bool,
     /// Every container is being stopped for good (sidecars last, in reverse order).
     stopping_all: bool,
+    /// Not admitted yet because its volumes could not be mounted: when to try again (`None` once
+    /// the try is under way).
+    mount_retry: Option<Timestamp>,
     /// A pod restart began in this step: the condition's True goes out (one status write) before
     /// the restart goes on, even when nothing else was running.
     restart_announced_now: bool,
@@ -538,6 +555,7 @@ impl PodMachine {
             pod_restarting: false,
             restart_announced_now: false,
             stopping_all: false,
+            mount_retry: None,
         }
     }
 
@@ -592,6 +610,7 @@ impl PodMachine {
     /// pod restart's back-off, or the active deadline.
     pub fn next_wakeup(&self) -> Option<Timestamp> {
         let restart = match self.stage {
+            Stage::New => return self.mount_retry.into_iter().chain(self.deadline()).min(),
             Stage::Restarting { until } if !self.any_active() => Some(until),
             Stage::Restarting { .. } | Stage::Initializing { .. } | Stage::Running => None,
             _ => return None,
@@ -931,9 +950,20 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
     match event {
         Event::Admit { at } => {
             if m.stage == Stage::New {
-                m.start_time = Some(at);
+                m.start_time.get_or_insert(at);
+                m.mount_retry = None;
                 m.advance(&mut fx);
                 fx.push(Effect::WriteStatus);
+            }
+        }
+        Event::MountFailed { at } => {
+            if m.stage == Stage::New && !m.deletion_requested {
+                // The first failure shows the pod waiting; later ones change nothing in it.
+                if m.start_time.is_none() {
+                    m.start_time = Some(at);
+                    fx.push(Effect::WriteStatus);
+                }
+                m.mount_retry = Some(at + m.backoff.create_retry);
             }
         }
         Event::Started { c, restart_count, id, ready, at } => {
@@ -1020,6 +1050,21 @@ pub fn step(mut m: PodMachine, event: Event) -> (PodMachine, Vec<Effect>) {
                     }
                     _ => {}
                 }
+            }
+        }
+        Event::Tick { at } if m.stage == Stage::New => {
+            if m.deadline().is_some_and(|d| d <= at) {
+                // Nothing runs yet: the pod fails at once.
+                m.reason = Some((
+                    "DeadlineExceeded".into(),
+                    "Pod was active on the node longer than the specified deadline".into(),
+                ));
+                m.stage = Stage::Failed;
+                m.mount_retry = None;
+                fx.push(Effect::WriteStatus);
+            } else if m.mount_retry.is_some_and(|r| r <= at) {
+                m.mount_retry = None;
+                fx.push(Effect::Mount);
             }
         }
         Event::Tick { at } => {
@@ -1531,7 +1576,10 @@ fn go_duration(d: Duration) -> String {
 
 impl PodMachine {
     fn container_status(&self, run: &ContainerRun, at: &Placement) -> ContainerStatus {
-        let initializing = matches!(self.stage, Stage::New | Stage::Initializing { .. });
+        // kubelet's default Waiting reason: PodInitializing while a pod with init containers has
+        // not finished them, else ContainerCreating.
+        let initializing =
+            matches!(self.stage, Stage::Initializing { .. }) || (self.stage == Stage::New && !self.init.is_empty());
         let state = match &run.state {
             CState::Waiting if initializing || run.spec.kind != ContainerKind::Regular => {
                 waiting("PodInitializing", None)
@@ -1591,7 +1639,9 @@ impl PodMachine {
                 ..Default::default()
             });
         };
-        cond("PodReadyToStartContainers", !terminal, None, None);
+        // The sandbox (and its IP) comes after the volumes are mounted.
+        let sandboxed = self.stage != Stage::New;
+        cond("PodReadyToStartContainers", !terminal && sandboxed, None, None);
         let incomplete: Vec<&str> = self
             .init
             .iter()
@@ -1649,8 +1699,8 @@ impl PodMachine {
             conditions: Some(conditions),
             host_ip: Some(at.host_ip.clone()),
             host_ips: Some(vec![HostIP { ip: at.host_ip.clone() }]),
-            pod_ip: Some(at.pod_ip.clone()),
-            pod_ips: Some(vec![PodIP { ip: at.pod_ip.clone() }]),
+            pod_ip: sandboxed.then(|| at.pod_ip.clone()),
+            pod_ips: sandboxed.then(|| vec![PodIP { ip: at.pod_ip.clone() }]),
             start_time: self.start_time.map(time),
             container_statuses: Some(statuses(&self.containers)),
             init_container_statuses: (!self.init.is_empty()).then(|| statuses(&self.init)),
@@ -2139,6 +2189,56 @@ mod tests {
         let (m, _) = run(one(RestartPolicy::Never), vec![Event::Admit { at: t(0) }, config_failed(MAIN, 0, 1)]);
         let (m, fx) = step(m, Event::Delete { at: t(2) });
         assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus, ConfirmDeletion]));
+    }
+
+    #[test]
+    fn a_pod_whose_volumes_cannot_be_mounted_waits_pending_and_starts_once_they_can() {
+        // restartPolicy Never: nothing ran, so nothing failed.
+        let (m, fx) = step(one(RestartPolicy::Never), Event::MountFailed { at: t(1) });
+        assert_eq!(fx, [WriteStatus], "the first failure shows the pod waiting");
+        assert_eq!((m.stage, m.phase(), m.start_time), (Stage::New, "Pending", Some(t(1))));
+        let (reason, message, restarts) = waiting_of(&m, MAIN);
+        assert_eq!((reason.as_deref(), message, restarts), (Some("ContainerCreating"), None, 0));
+        let status = m.status(&placement(), &mut ConditionClock::default(), t(1));
+        assert_eq!(cond(&status, "PodReadyToStartContainers").status, "False", "no sandbox before the volumes");
+        assert_eq!((status.pod_ip, status.start_time.map(|s| s.0)), (None, Some(t(1))));
+        assert_eq!(m.next_wakeup(), Some(t(5001)), "tried again after create_retry");
+        let (m, fx) = step(m, Event::Tick { at: t(5000) });
+        assert_eq!((fx, m.next_wakeup()), (vec![], Some(t(5001))), "too early: nothing");
+        let (m, fx) = step(m, Event::Tick { at: t(5001) });
+        assert_eq!((fx, m.next_wakeup()), (vec![Mount], None), "the try is under way");
+        let (m, fx) = step(m, Event::MountFailed { at: t(5002) });
+        assert_eq!((fx, m.next_wakeup()), (vec![], Some(t(10_002))), "failed again: the same wait, no write");
+        // The ConfigMap appeared: the pod starts, startTime that of the first try.
+        let (m, fx) = run(m, vec![Event::Tick { at: t(10_002) }, Event::Admit { at: t(10_003) }]);
+        assert_eq!(fx, [Start(MAIN), WriteStatus]);
+        assert_eq!((m.start_time, m.next_wakeup()), (Some(t(1)), None));
+        let (m, _) = run(m, vec![started(MAIN, 0, 10_004), exited(MAIN, 0, 0, 10_005)]);
+        assert_eq!((m.stage, m.container(MAIN).restart_count), (Stage::Succeeded, 0));
+
+        // With init containers every container shows PodInitializing, as kubelet's default.
+        let m = pod(RestartPolicy::Never, vec![spec("i", Init)], vec![spec("main", Regular)]);
+        let (m, _) = step(m, Event::MountFailed { at: t(1) });
+        assert_eq!(waiting_of(&m, CRef::init(0)).0.as_deref(), Some("PodInitializing"));
+        assert_eq!(waiting_of(&m, MAIN).0.as_deref(), Some("PodInitializing"));
+
+        // Deleted while waiting: Failed, the deletion confirmed; a late outcome changes nothing.
+        let (m, _) = step(one(RestartPolicy::Never), Event::MountFailed { at: t(1) });
+        let (m, fx) = step(m, Event::Delete { at: t(2) });
+        assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus, ConfirmDeletion]));
+        let (m, fx) = run(m, vec![Event::MountFailed { at: t(3) }, Event::Admit { at: t(4) }]);
+        assert_eq!((m.stage, fx, m.next_wakeup()), (Stage::Failed, vec![], None));
+
+        // activeDeadlineSeconds counts from the first try: past it, the pod fails, nothing ran.
+        let mut m = one(RestartPolicy::Never);
+        m.spec.active_deadline = Some(Duration::from_secs(2));
+        let (m, _) = step(m, Event::MountFailed { at: t(0) });
+        assert_eq!(m.next_wakeup(), Some(t(2000)), "the deadline comes before the retry");
+        let (m, fx) = step(m, Event::Tick { at: t(2000) });
+        assert_eq!((m.stage, fx), (Stage::Failed, vec![WriteStatus]));
+        let status = m.status(&placement(), &mut ConditionClock::default(), t(2000));
+        assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"));
+        assert_eq!(m.next_wakeup(), None);
     }
 
     fn waiting_of(m: &PodMachine, c: CRef) -> (Option<String>, Option<String>, i32) {

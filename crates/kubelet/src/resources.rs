@@ -1,5 +1,6 @@
 //! Reads the ConfigMaps and Secrets a pod references (env `valueFrom`, `envFrom`, `configMap`,
-//! `secret` and `projected` volumes) once, when the pod is admitted, for the runtime.
+//! `secret` and `projected` volumes) when the pod is admitted, for the volume check and the
+//! runtime; again before the next try when a mount or start failed for want of one.
 
 use std::collections::{BTreeMap, BTreeSet};
 

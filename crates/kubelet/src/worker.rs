@@ -4,7 +4,9 @@
 //! failed. A pod found already finished is left alone (only its deletion is confirmed). An
 //! unfinished pod found at start (an agent restart) whose status shows started containers is
 //! marked Failed (its processes went with the old agent, see
-//! [`PodMachine::after_agent_restart`]); one that had started nothing is started normally.
+//! [`PodMachine::after_agent_restart`]); one that had started nothing is started normally. A pod
+//! is admitted once its volumes can be mounted ([`mount_errors`]); until then each try that fails
+//! publishes kubelet's `FailedMount` Warning events.
 //!
 //! Per container run, a prober task ([`crate::probe::supervise`]) runs the postStart hook and the
 //! probes and sends their result changes back as events; it is aborted when the run ends. A
@@ -35,6 +37,7 @@ use crate::pod::{
     step,
 };
 use crate::probe::{Action, ContainerProbes, Target};
+use crate::runtime::volumes::{FAILED_MOUNT, mount_errors};
 use crate::runtime::{Adopted, ContainerId, ContainerKind, ExitStatus, PodResources, StartRequest, log_path};
 
 type Exit = BoxFuture<'static, (CRef, u32, ExitStatus)>;
@@ -56,9 +59,12 @@ struct Worker {
     /// The pod had finished before this worker saw it: its status is not ours to rewrite.
     adopted_finished: bool,
     resources: Arc<PodResources>,
-    /// A start failed for want of a ConfigMap or Secret: `resources` are read again before the
-    /// next start.
+    /// A start or mount failed for want of a ConfigMap or Secret: `resources` are read again
+    /// before the next try.
     stale_resources: bool,
+    /// Publishes the pod's events (as kubelet: reporting controller `kubelet`, the node as
+    /// instance); made on first use.
+    recorder: Option<kube::runtime::events::Recorder>,
     /// The prober task of each container's current run, by run number.
     probers: HashMap<CRef, (u32, AbortHandle)>,
     probe_tx: mpsc::UnboundedSender<Event>,
@@ -125,6 +131,7 @@ impl Worker {
             self.machine = Some(m);
             for e in effects {
                 match e {
+                    Effect::Mount => queue.push_back(self.mount().await),
                     Effect::Start(c) => queue.push_back(self.start(c).await),
                     Effect::Stop(c) => {
                         let now = tokio::time::Instant::now();
@@ -240,7 +247,8 @@ impl Worker {
         }
     }
 
-    async fn start(&mut self, c: CRef) -> Event {
+    /// Reads the pod's ConfigMaps and Secrets again if a try failed for want of one.
+    async fn refresh_resources(&mut self) {
         if self.stale_resources {
             match crate::resources::fetch(&self.ctx.client, &self.pod).await {
                 Ok(r) => {
@@ -252,6 +260,52 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// kubelet's volume manager before any container starts: the volumes the containers mount
+    /// must have their ConfigMaps and Secrets ([`mount_errors`]). If not, each failing volume
+    /// goes out as a Warning event `FailedMount` and the machine waits to try again.
+    async fn mount(&mut self) -> Event {
+        self.refresh_resources().await;
+        let failed = mount_errors(&self.pod, &self.resources);
+        if failed.is_empty() {
+            return Event::Admit { at: Timestamp::now() };
+        }
+        self.stale_resources = true;
+        for f in &failed {
+            tracing::info!(pod = %self.placement.name, volume = %f.volume, error = %f.message, "mounting a volume");
+            self.warn(FAILED_MOUNT, "MountVolume", f.event_message()).await;
+        }
+        Event::MountFailed { at: Timestamp::now() }
+    }
+
+    /// Publishes a Warning event about the pod (not while the node is failed: nothing is written
+    /// then); a failure is only logged. kubelet's events carry no `action`; events.k8s.io
+    /// requires one.
+    async fn warn(&mut self, reason: &str, action: &str, message: String) {
+        use kube::Resource;
+        use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+        if !*self.ctx.alive.borrow() {
+            return;
+        }
+        let (client, node) = (&self.ctx.client, &self.ctx.node.name);
+        let recorder = self.recorder.get_or_insert_with(|| {
+            Recorder::new(client.clone(), Reporter { controller: "kubelet".into(), instance: Some(node.clone()) })
+        });
+        let ev = KubeEvent {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(message),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, &self.pod.object_ref(&())).await {
+            tracing::warn!(pod = %self.placement.name, error = %e, "publishing an event failed");
+        }
+    }
+
+    async fn start(&mut self, c: CRef) -> Event {
+        self.refresh_resources().await;
         let run = self.machine().container(c);
         let restart_count = run.restart_count;
         let kind = run.spec.kind;
@@ -493,6 +547,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
         adopted_finished: finished,
         resources: Arc::default(),
         stale_resources: false,
+        recorder: None,
         probers: HashMap::new(),
         probe_tx,
         stoppers: Vec::new(),
@@ -516,7 +571,8 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
             Err(e) => tracing::warn!(pod = %w.placement.name, error = %e, "reading the pod's ConfigMaps and Secrets"),
         }
         if !was_adopted {
-            w.handle(Event::Admit { at: Timestamp::now() }).await;
+            let admit = w.mount().await;
+            w.handle(admit).await;
         }
     }
     if deleting(&pod) {

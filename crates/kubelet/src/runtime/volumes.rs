@@ -128,19 +128,64 @@ fn check_relative(path: &str, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A configMap or secret volume source, as kubelet's `configmap` and `secret` volume plugins see
+/// it: which object, which keys, whether it may be missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    ConfigMap,
+    Secret,
+}
+
+impl Source {
+    /// kubelet's error for a missing object (its ConfigMap and Secret managers' `NotFound`, group
+    /// resource `configmap` / `secret`).
+    fn not_found(self, name: &str) -> String {
+        match self {
+            Source::ConfigMap => format!("configmap {name:?} not found"),
+            Source::Secret => format!("secret {name:?} not found"),
+        }
+    }
+
+    /// kubelet's error for an `items[].key` the object lacks (`MakePayload`).
+    fn missing_key(self, key: &str) -> String {
+        match self {
+            Source::ConfigMap => format!("configmap references non-existent config key: {key}"),
+            Source::Secret => format!("references non-existent secret key: {key}"),
+        }
+    }
+}
+
+/// Why a configMap or secret source cannot be set up (kubelet's `SetUpAt`): the object is missing,
+/// or an `items[].key` is, unless the source is `optional` (then the volume is empty, or the
+/// missing items are left out). Pure.
+fn source_error(
+    kind: Source,
+    name: &str,
+    data: Option<&BTreeMap<String, Vec<u8>>>,
+    items: Option<&Vec<KeyToPath>>,
+    optional: bool,
+) -> Option<String> {
+    if optional {
+        return None;
+    }
+    let Some(data) = data else { return Some(kind.not_found(name)) };
+    let missing = items.into_iter().flatten().find(|i| !data.contains_key(&i.key));
+    missing.map(|i| kind.missing_key(&i.key))
+}
+
 /// The files of a configMap or secret source: every key, or the `items` mapping.
 fn key_files(
-    kind: &str,
-    ns: &str,
+    kind: Source,
     name: &str,
     data: Option<&BTreeMap<String, Vec<u8>>>,
     items: Option<&Vec<KeyToPath>>,
     optional: bool,
     default_mode: u32,
 ) -> Result<Vec<VolumeFile>, String> {
-    let Some(data) = data else {
-        return if optional { Ok(Vec::new()) } else { Err(format!("{} {name:?} not found", kind.to_lowercase())) };
-    };
+    if let Some(e) = source_error(kind, name, data, items, optional) {
+        return Err(e);
+    }
+    let Some(data) = data else { return Ok(Vec::new()) };
     match items.filter(|i| !i.is_empty()) {
         None => {
             Ok(data.iter().map(|(k, v)| VolumeFile { path: k.clone(), data: v.clone(), mode: default_mode }).collect())
@@ -149,19 +194,93 @@ fn key_files(
             let mut out = Vec::new();
             for item in items {
                 check_relative(&item.path, "item path")?;
-                match data.get(&item.key) {
-                    Some(v) => out.push(VolumeFile {
+                // A key missing here is one of an optional source's (see `source_error`): skipped.
+                if let Some(v) = data.get(&item.key) {
+                    out.push(VolumeFile {
                         path: item.path.clone(),
                         data: v.clone(),
                         mode: mode(item.mode, default_mode),
-                    }),
-                    None if optional => {}
-                    None => return Err(format!("couldn't find key {} in {kind} {ns}/{name}", item.key)),
+                    });
                 }
             }
             Ok(out)
         }
     }
+}
+
+/// kubelet's Warning event reason when a volume cannot be mounted (`FailedMountVolume`).
+pub const FAILED_MOUNT: &str = "FailedMount";
+
+/// A volume of the pod that cannot be set up for want of the ConfigMaps or Secrets it projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountError {
+    /// The volume's name.
+    pub volume: String,
+    /// kubelet's `SetUpAt` error.
+    pub message: String,
+}
+
+impl MountError {
+    /// The message of kubelet's [`FAILED_MOUNT`] event (its operation generator's
+    /// `GenerateError("MountVolume.SetUp failed", err)`).
+    pub fn event_message(&self) -> String {
+        format!("MountVolume.SetUp failed for volume {:?} : {}", self.volume, self.message)
+    }
+}
+
+/// Why the volumes of `pod` that some container mounts cannot be set up from `res`, one error per
+/// volume, in the pod's order: kubelet's volume manager mounts every such volume before it starts
+/// any container, and a configMap, secret or projected volume whose (non-optional) object or
+/// listed key is missing fails (a projected volume with several such sources reports them all,
+/// as kubelet's aggregate error). Empty: every source is there. Pure.
+pub fn mount_errors(pod: &Pod, res: &PodResources) -> Vec<MountError> {
+    let Some(spec) = &pod.spec else { return Vec::new() };
+    let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let used: std::collections::BTreeSet<&str> = containers
+        .flat_map(|c| {
+            let mounts = c.volume_mounts.iter().flatten().map(|m| m.name.as_str());
+            mounts.chain(c.volume_devices.iter().flatten().map(|d| d.name.as_str()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for vol in spec.volumes.iter().flatten().filter(|v| used.contains(v.name.as_str())) {
+        let mut errors: Vec<String> = Vec::new();
+        if let Some(cm) = &vol.config_map {
+            let data = res.config_maps.get(&cm.name);
+            errors.extend(source_error(
+                Source::ConfigMap,
+                &cm.name,
+                data,
+                cm.items.as_ref(),
+                cm.optional == Some(true),
+            ));
+        }
+        if let Some(s) = &vol.secret {
+            let name = s.secret_name.clone().unwrap_or_default();
+            let data = res.secrets.get(&name);
+            errors.extend(source_error(Source::Secret, &name, data, s.items.as_ref(), s.optional == Some(true)));
+        }
+        for src in vol.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(cm) = &src.config_map {
+                let (data, optional) = (res.config_maps.get(&cm.name), cm.optional == Some(true));
+                errors.extend(source_error(Source::ConfigMap, &cm.name, data, cm.items.as_ref(), optional));
+            }
+            if let Some(s) = &src.secret {
+                let (data, optional) = (res.secrets.get(&s.name), s.optional == Some(true));
+                errors.extend(source_error(Source::Secret, &s.name, data, s.items.as_ref(), optional));
+            }
+        }
+        // utilerrors.NewAggregate: one error as is, several as `[a, b]`, duplicates once.
+        let mut seen = std::collections::BTreeSet::new();
+        errors.retain(|e| seen.insert(e.clone()));
+        let message = match errors.len() {
+            0 => continue,
+            1 => errors.remove(0),
+            _ => format!("[{}]", errors.join(", ")),
+        };
+        out.push(MountError { volume: vol.name.clone(), message });
+    }
+    out
 }
 
 /// Resolves one volume of the pod. `field` resolves a downward API `fieldRef` path.
@@ -185,8 +304,7 @@ pub fn plan_volume(
     }
     if let Some(cm) = &vol.config_map {
         let files = key_files(
-            "ConfigMap",
-            ns,
+            Source::ConfigMap,
             &cm.name,
             res.config_maps.get(&cm.name),
             cm.items.as_ref(),
@@ -198,8 +316,7 @@ pub fn plan_volume(
     if let Some(s) = &vol.secret {
         let name = s.secret_name.clone().unwrap_or_default();
         let files = key_files(
-            "Secret",
-            ns,
+            Source::Secret,
             &name,
             res.secrets.get(&name),
             s.items.as_ref(),
@@ -215,12 +332,12 @@ pub fn plan_volume(
             if let Some(cm) = &src.config_map {
                 let data = res.config_maps.get(&cm.name);
                 let optional = cm.optional == Some(true);
-                files.extend(key_files("ConfigMap", ns, &cm.name, data, cm.items.as_ref(), optional, default_mode)?);
+                files.extend(key_files(Source::ConfigMap, &cm.name, data, cm.items.as_ref(), optional, default_mode)?);
             }
             if let Some(s) = &src.secret {
                 let data = res.secrets.get(&s.name);
                 let optional = s.optional == Some(true);
-                files.extend(key_files("Secret", ns, &s.name, data, s.items.as_ref(), optional, default_mode)?);
+                files.extend(key_files(Source::Secret, &s.name, data, s.items.as_ref(), optional, default_mode)?);
             }
             if let Some(d) = &src.downward_api {
                 files.extend(downward_files(d.items.iter().flatten(), default_mode, field)?);
@@ -525,6 +642,104 @@ mod tests {
     }
 
     #[test]
+    fn mounting_waits_for_missing_sources_with_kubelets_messages() {
+        // (case, volumes, kubelet's SetUpAt error per volume)
+        type Case = (&'static str, serde_json::Value, Vec<(&'static str, &'static str)>);
+        let table: Vec<Case> = vec![
+            ("every source there", json!([{"name": "v", "configMap": {"name": "cfg"}}]), vec![]),
+            (
+                "a missing ConfigMap",
+                json!([{"name": "v", "configMap": {"name": "c"}}]),
+                vec![("v", "configmap \"c\" not found")],
+            ),
+            (
+                "a missing Secret",
+                json!([{"name": "v", "secret": {"secretName": "s"}}]),
+                vec![("v", "secret \"s\" not found")],
+            ),
+            (
+                "a missing ConfigMap key",
+                json!([{"name": "v", "configMap": {"name": "cfg", "items": [{"key": "a", "path": "a"}, {"key": "k", "path": "k"}]}}]),
+                vec![("v", "configmap references non-existent config key: k")],
+            ),
+            (
+                "a missing Secret key",
+                json!([{"name": "v", "secret": {"secretName": "sec", "items": [{"key": "k", "path": "k"}]}}]),
+                vec![("v", "references non-existent secret key: k")],
+            ),
+            (
+                "an optional missing ConfigMap",
+                json!([{"name": "v", "configMap": {"name": "c", "optional": true}}]),
+                vec![],
+            ),
+            (
+                "an optional source's missing key",
+                json!([{"name": "v", "secret": {"secretName": "sec", "optional": true, "items": [{"key": "k", "path": "k"}]}}]),
+                vec![],
+            ),
+            (
+                "a projected volume: one error as is",
+                json!([{"name": "v", "projected": {"sources": [{"configMap": {"name": "cfg"}}, {"secret": {"name": "s"}}]}}]),
+                vec![("v", "secret \"s\" not found")],
+            ),
+            (
+                "a projected volume: several errors aggregated",
+                json!([{"name": "v", "projected": {"sources": [
+                    {"configMap": {"name": "c"}}, {"secret": {"name": "s"}}, {"secret": {"name": "gone", "optional": true}}
+                ]}}]),
+                vec![("v", "[configmap \"c\" not found, secret \"s\" not found]")],
+            ),
+            (
+                "one error per volume, in the pod's order",
+                json!([{"name": "b", "secret": {"secretName": "s"}}, {"name": "a", "configMap": {"name": "c"}}]),
+                vec![("b", "secret \"s\" not found"), ("a", "configmap \"c\" not found")],
+            ),
+            (
+                "a volume no container mounts is not mounted",
+                json!([{"name": "v", "configMap": {"name": "cfg"}}, {"name": "unused", "configMap": {"name": "c"}}]),
+                vec![],
+            ),
+        ];
+        for (case, volumes, want) in table {
+            let names: Vec<&str> = volumes.as_array().unwrap().iter().map(|v| v["name"].as_str().unwrap()).collect();
+            let mounts: Vec<_> = names
+                .iter()
+                .filter(|n| **n != "unused")
+                .map(|n| json!({"name": n, "mountPath": format!("/{n}")}))
+                .collect();
+            // The mounts are split over an init and a regular container: kubelet mounts for all.
+            let (first, rest) = mounts.split_at(mounts.len().min(1));
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"initContainers": [{"name": "i", "volumeMounts": first}],
+                    "containers": [{"name": "m", "volumeMounts": rest}], "volumes": volumes}
+            }))
+            .unwrap();
+            let got = mount_errors(&pod, &resources());
+            let got: Vec<(&str, &str)> = got.iter().map(|e| (e.volume.as_str(), e.message.as_str())).collect();
+            assert_eq!(got, want, "{case}");
+        }
+        let e = MountError { volume: "cfg".into(), message: "configmap \"c\" not found".into() };
+        assert_eq!(e.event_message(), "MountVolume.SetUp failed for volume \"cfg\" : configmap \"c\" not found");
+    }
+
+    #[test]
+    fn an_optional_source_leaves_out_what_is_missing() {
+        let (vols, _) = plan(
+            json!([
+                {"name": "c", "configMap": {"name": "nope", "optional": true}},
+                {"name": "s", "secret": {"secretName": "sec", "optional": true,
+                    "items": [{"key": "token", "path": "t"}, {"key": "k", "path": "k"}]}},
+            ]),
+            json!([{"name": "c", "mountPath": "/c"}, {"name": "s", "mountPath": "/s"}]),
+        )
+        .unwrap();
+        assert_eq!(vols[0].prepare, Prepare::Files(vec![]), "an empty volume");
+        let Prepare::Memory(files) = &vols[1].prepare else { panic!("{:?}", vols[1].prepare) };
+        assert_eq!(files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["t"]);
+    }
+
+    #[test]
     fn errors_name_what_is_missing() {
         for (volumes, mounts, want) in [
             (
@@ -540,7 +755,7 @@ mod tests {
             (
                 json!([{"name": "c", "configMap": {"name": "cfg", "items": [{"key": "zz", "path": "z"}]}}]),
                 json!([{"name": "c", "mountPath": "/c"}]),
-                "couldn't find key zz in ConfigMap ns/cfg",
+                "volume \"c\": configmap references non-existent config key: zz",
             ),
             (json!([]), json!([{"name": "x", "mountPath": "/x"}]), "the pod has no volume \"x\""),
             (json!([{"name": "e", "emptyDir": {}}]), json!([{"name": "e", "mountPath": "rel"}]), "must be absolute"),
