@@ -101,6 +101,18 @@ fn mode(path: &Path) -> u32 {
     std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).mode() & 0o7777
 }
 
+/// Creates pod `survivor`, a container that runs until killed; the host pid of its command once
+/// it runs.
+async fn survivor(pods: &Api<Pod>) -> i32 {
+    let survivor = pod(json!({
+        "metadata": {"name": "survivor"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
+            "command": ["sh", "-c", "while true; do sleep 0.05; done"]}]}
+    }));
+    pods.create(&PostParams::default(), &survivor).await.unwrap();
+    main_container(&wait_for(pods, "survivor", "running", WAIT, running).await).1
+}
+
 /// `jobset status` / `jobset down` on `dir`, with a HOME of their own (`down` edits
 /// ~/.kube/config).
 async fn lifecycle(command: &str, dir: &Path, home: &Path) -> common::Output {
@@ -115,13 +127,7 @@ async fn down_stops_the_containers_a_killed_jobset_up_left_and_never_signals_a_p
     let d = dir.path();
     let first = up(d, "warn").await;
     let pods: Api<Pod> = Api::default_namespaced(first.server.client().await);
-    let survivor = pod(json!({
-        "metadata": {"name": "survivor"},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
-            "command": ["sh", "-c", "while true; do sleep 0.05; done"]}]}
-    }));
-    pods.create(&PostParams::default(), &survivor).await.unwrap();
-    let pid = main_container(&wait_for(&pods, "survivor", "running", WAIT, running).await).1;
+    let pid = survivor(&pods).await;
     first.server.crash().await;
     // The killed `jobset up`'s pid file stays; its pid now names another process (here one of
     // ours, as after pid reuse), which holds no lock on the data dir.
@@ -147,13 +153,7 @@ async fn a_second_jobset_up_on_a_data_dir_is_refused_and_a_killed_ones_container
     let d = dir.path();
     let first = up(d, "warn").await;
     let pods: Api<Pod> = Api::default_namespaced(first.server.client().await);
-    let survivor = pod(json!({
-        "metadata": {"name": "survivor"},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox",
-            "command": ["sh", "-c", "while true; do sleep 0.05; done"]}]}
-    }));
-    pods.create(&PostParams::default(), &survivor).await.unwrap();
-    let pid = main_container(&wait_for(&pods, "survivor", "running", WAIT, running).await).1;
+    let pid = survivor(&pods).await;
 
     let second = common::run_to_end(common::command(d, 0, &["--nodes", "0"]), WAIT).await;
     let holder = first.server.child.id().unwrap();
