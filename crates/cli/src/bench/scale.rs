@@ -608,7 +608,7 @@ async fn churn(
         .await;
         let end = of(&state.lock().expect("soak state lock"));
         match finished {
-            Err(e) => out.divergences.push(e.to_string()),
+            Err(e) => out.divergences.push(format!("{e}; {}", children(api.clone().into_client(), &name).await)),
             Ok(_) => out.divergences.extend(divergence(&name, end)),
         }
         let t = Instant::now();
@@ -632,10 +632,56 @@ async fn churn(
                 out.cycles += 1;
                 cycles.fetch_add(1, Relaxed);
             }
-            Err(e) => out.divergences.push(e.to_string()),
+            Err(e) => out.divergences.push(format!("{e}; {}", children(api.clone().into_client(), &name).await)),
         }
     }
     out
+}
+
+/// What a JobSet that did not get on is waiting for: its Jobs (counts, true conditions, being
+/// deleted) and its pods (phase, node, being deleted), for a divergence's line.
+async fn children(client: kube::Client, jobset: &str) -> String {
+    let selector = ListParams::default().labels(&format!("jobset.sigs.k8s.io/jobset-name={jobset}"));
+    let jobs = match Api::<Job>::namespaced(client.clone(), "default").list(&selector).await {
+        Ok(l) => l.items,
+        Err(e) => return format!("listing its Jobs: {e}"),
+    };
+    let pods = match Api::<Pod>::namespaced(client, "default").list(&selector).await {
+        Ok(l) => l.items,
+        Err(e) => return format!("listing its pods: {e}"),
+    };
+    let deleting = |m: &ObjectMeta| if m.deletion_timestamp.is_some() { " deleting" } else { "" };
+    let jobs: Vec<String> = jobs
+        .iter()
+        .map(|j| {
+            let st = j.status.clone().unwrap_or_default();
+            let conditions: Vec<&str> =
+                (st.conditions.iter().flatten()).filter(|c| c.status == "True").map(|c| c.type_.as_str()).collect();
+            format!(
+                "{} active {} ready {} succeeded {} failed {} [{}]{}",
+                j.metadata.name.as_deref().unwrap_or_default(),
+                st.active.unwrap_or(0),
+                st.ready.unwrap_or(0),
+                st.succeeded.unwrap_or(0),
+                st.failed.unwrap_or(0),
+                conditions.join(","),
+                deleting(&j.metadata)
+            )
+        })
+        .collect();
+    let pods: Vec<String> = pods
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} on {}{}",
+                p.metadata.name.as_deref().unwrap_or_default(),
+                p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("-"),
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("-"),
+                deleting(&p.metadata)
+            )
+        })
+        .collect();
+    format!("Jobs: {}; pods: {}", jobs.join("; "), pods.join(", "))
 }
 
 /// The soak's API server: `jobset up`'s settings (watch buffer and history included) with the
