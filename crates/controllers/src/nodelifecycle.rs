@@ -83,27 +83,40 @@ fn terminal(pod: &Pod) -> bool {
     matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
 }
 
-/// What to do about one node, from its Lease and its pods.
-pub fn decide(
-    node: &Node,
-    lease: Option<&Lease>,
-    pods: &[&Pod],
-    now: Timestamp,
-    cfg: &NodeLifecycleConfig,
-) -> NodeActions {
+/// When this controller last saw each node alive, by its own clock: upstream's
+/// `nodeHealthData.probeTimestamp`. A node seen for the first time counts as seen now ("Missing
+/// timestamp for Node %s. Assuming now as a timestamp."), and so does a Lease whose renewTime
+/// moved on since the last look; the renewTime itself is never compared with the clock. So a
+/// restarted controller (a restarted `jobset up`, down longer than the grace period) gives every
+/// node a whole grace period to heartbeat again instead of taking it for lost at once.
+#[derive(Debug, Default)]
+pub struct Probes {
+    /// Per node: the renewTime last seen and when it was seen.
+    seen: HashMap<String, (Option<Timestamp>, Timestamp)>,
+}
+
+impl Probes {
+    /// The last time `node` was seen alive, given its Lease's renewTime `renewed` at `now`.
+    pub fn observe(&mut self, node: &str, renewed: Option<Timestamp>, now: Timestamp) -> Timestamp {
+        let (saved, probed) = self.seen.entry(node.to_string()).or_insert((renewed, now));
+        if renewed > *saved {
+            *saved = renewed;
+            *probed = now;
+        }
+        *probed
+    }
+
+    /// Forgets the nodes not in `nodes` (deleted ones).
+    pub fn retain(&mut self, nodes: &[String]) {
+        self.seen.retain(|n, _| nodes.contains(n));
+    }
+}
+
+/// What to do about one node, last seen alive at `probed` ([`Probes::observe`]), and its pods.
+pub fn decide(node: &Node, probed: Timestamp, pods: &[&Pod], now: Timestamp, cfg: &NodeLifecycleConfig) -> NodeActions {
     let mut a = NodeActions::default();
-    let renewed = lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| t.0);
-    // creationTimestamp holds whole seconds (truncated): the node may be up to a second younger,
-    // so a node whose first Lease is not seen yet is not lost under a sub-second grace period.
-    let created = node
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.checked_add(jiff::SignedDuration::from_secs(1)).unwrap_or(t.0))
-        .unwrap_or(now);
-    let last = renewed.unwrap_or(created);
     let grace = jiff::SignedDuration::try_from(cfg.grace_period).unwrap_or(jiff::SignedDuration::MAX);
-    let lost = now.duration_since(last) > grace;
+    let lost = now.duration_since(probed) > grace;
     let has_unreachable = taints(node).iter().any(|t| t.key == UNREACHABLE_TAINT);
     if lost {
         a.mark_unknown = ready_status(node) != Some("Unknown");
@@ -149,6 +162,7 @@ pub async fn run(client: Client, cfg: NodeLifecycleConfig, pods: SharedPods) {
     let nodes = store::<Node>(Api::all(client.clone()));
     let leases = store::<Lease>(Api::namespaced(client.clone(), "kube-node-lease"));
     let mut tick = tokio::time::interval(cfg.monitor_period);
+    let mut probes = Probes::default();
     loop {
         tick.tick().await;
         if nodes.wait_until_ready().await.is_err()
@@ -166,10 +180,14 @@ pub async fn run(client: Client, cfg: NodeLifecycleConfig, pods: SharedPods) {
             }
         }
         let now = Timestamp::now();
-        for node in nodes.state() {
+        let current = nodes.state();
+        probes.retain(&current.iter().map(|n| n.name_any()).collect::<Vec<_>>());
+        for node in current {
             let name = node.name_any();
             let pods_here = by_node.get(name.as_str()).cloned().unwrap_or_default();
-            let actions = decide(&node, leases.get(&name).map(|l| l.as_ref()), &pods_here, now, &cfg);
+            let renewed = leases.get(&name).and_then(|l| l.spec.as_ref()?.renew_time.as_ref()).map(|t| t.0);
+            let probed = probes.observe(&name, renewed, now);
+            let actions = decide(&node, probed, &pods_here, now, &cfg);
             if let Err(e) = act(&client, &node, actions, now).await {
                 tracing::warn!(node = %name, error = %e, "node lifecycle");
             }
@@ -262,9 +280,6 @@ mod tests {
             "spec": {"taints": taints}, "status": {"conditions": [{"type": "Ready", "status": ready}]}}))
         .unwrap()
     }
-    fn lease(renewed: &str) -> Lease {
-        serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {"renewTime": renewed}})).unwrap()
-    }
     fn pod(name: &str, tolerations: serde_json::Value, phase: &str) -> Pod {
         serde_json::from_value(json!({"metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": "n1", "tolerations": tolerations, "containers": []}, "status": {"phase": phase}}))
@@ -280,13 +295,7 @@ mod tests {
     #[test]
     fn a_fresh_lease_keeps_the_node_and_its_pods() {
         let p = pod("a", json!([]), "Running");
-        let a = decide(
-            &node(json!([]), "True"),
-            Some(&lease("2026-01-01T00:10:00Z")),
-            &[&p],
-            at("2026-01-01T00:10:30Z"),
-            &cfg(),
-        );
+        let a = decide(&node(json!([]), "True"), at("2026-01-01T00:10:00Z"), &[&p], at("2026-01-01T00:10:30Z"), &cfg());
         assert_eq!(a, NodeActions::default());
     }
 
@@ -295,7 +304,7 @@ mod tests {
         let (run, done) = (pod("run", json!([]), "Running"), pod("done", json!([]), "Succeeded"));
         let a = decide(
             &node(json!([]), "True"),
-            Some(&lease("2026-01-01T00:10:00Z")),
+            at("2026-01-01T00:10:00Z"),
             &[&run, &done],
             at("2026-01-01T00:10:41Z"),
             &cfg(),
@@ -305,11 +314,40 @@ mod tests {
     }
 
     #[test]
-    fn a_new_node_without_a_lease_gets_its_grace_period_despite_second_timestamps() {
-        let cfg = NodeLifecycleConfig { grace_period: Duration::from_millis(600), ..cfg() };
-        let n = node(json!([]), "True"); // created at 00:00:00, i.e. up to 00:00:00.999
-        assert_eq!(decide(&n, None, &[], at("2026-01-01T00:00:00.9Z"), &cfg), NodeActions::default());
-        assert!(decide(&n, None, &[], at("2026-01-01T00:00:01.7Z"), &cfg).mark_unknown);
+    fn a_node_counts_as_seen_when_first_observed_and_whenever_its_lease_is_renewed_by_the_controllers_clock() {
+        let mut p = Probes::default();
+        let t = |s: &str| Some(at(s));
+        // (what, renewTime, now, last seen alive)
+        let steps = [
+            // A restarted controller: the Lease was last renewed long ago (jobset up was down).
+            ("first look at a stale Lease", t("2026-01-01T00:10:00Z"), "2026-01-01T00:20:00Z", "2026-01-01T00:20:00Z"),
+            ("not renewed since", t("2026-01-01T00:10:00Z"), "2026-01-01T00:20:05Z", "2026-01-01T00:20:00Z"),
+            (
+                "renewed (whatever its clock says)",
+                t("2026-01-01T00:10:01Z"),
+                "2026-01-01T00:20:06Z",
+                "2026-01-01T00:20:06Z",
+            ),
+            ("a renewTime that went back", t("2026-01-01T00:09:00Z"), "2026-01-01T00:20:09Z", "2026-01-01T00:20:06Z"),
+        ];
+        for (what, renewed, now, want) in steps {
+            assert_eq!(p.observe("n1", renewed, at(now)), at(want), "{what}");
+        }
+        assert_eq!(p.observe("n2", None, at("2026-01-01T00:20:10Z")), at("2026-01-01T00:20:10Z"), "no Lease yet");
+        assert_eq!(p.observe("n2", None, at("2026-01-01T00:20:11Z")), at("2026-01-01T00:20:10Z"), "still none");
+        p.retain(&["n2".to_string()]);
+        assert_eq!(
+            p.observe("n1", None, at("2026-01-01T00:30:00Z")),
+            at("2026-01-01T00:30:00Z"),
+            "forgotten when gone"
+        );
+        // So a restart gives the node its grace period: not lost at once, lost once it passes.
+        let n = node(json!([]), "True");
+        let mut p = Probes::default();
+        let probed = p.observe("n1", t("2026-01-01T00:10:00Z"), at("2026-01-01T00:20:00Z"));
+        assert_eq!(decide(&n, probed, &[], at("2026-01-01T00:20:00Z"), &cfg()), NodeActions::default());
+        let probed = p.observe("n1", t("2026-01-01T00:10:00Z"), at("2026-01-01T00:20:41Z"));
+        assert!(decide(&n, probed, &[], at("2026-01-01T00:20:41Z"), &cfg()).mark_unknown);
     }
 
     #[test]
@@ -318,7 +356,7 @@ mod tests {
             {"key": "x", "effect": "NoSchedule"}]);
         let n = node(t, "True");
         let now = at("2026-01-01T00:10:01Z");
-        let a = decide(&n, Some(&lease("2026-01-01T00:10:00Z")), &[], now, &cfg());
+        let a = decide(&n, at("2026-01-01T00:10:00Z"), &[], now, &cfg());
         assert!(a.remove_unreachable_taint && !a.mark_unknown);
         let left: Vec<(String, String)> = next_taints(&n, &a, now).into_iter().map(|t| (t.key, t.effect)).collect();
         assert_eq!(left, [("x".to_string(), "NoSchedule".to_string())]);
@@ -328,7 +366,7 @@ mod tests {
     fn a_lost_node_is_tainted_unreachable_for_both_scheduling_and_execution() {
         let n = node(json!([{"key": "x", "effect": "NoSchedule"}]), "True");
         let now = at("2026-01-01T00:10:41Z");
-        let a = decide(&n, Some(&lease("2026-01-01T00:10:00Z")), &[], now, &cfg());
+        let a = decide(&n, at("2026-01-01T00:10:00Z"), &[], now, &cfg());
         let ts: Vec<(String, String)> = next_taints(&n, &a, now).into_iter().map(|t| (t.key, t.effect)).collect();
         let u = UNREACHABLE_TAINT.to_string();
         assert_eq!(ts, [("x".into(), "NoSchedule".into()), (u.clone(), "NoSchedule".into()), (u, "NoExecute".into())]);
@@ -346,7 +384,7 @@ mod tests {
         let exists = pod("exists", json!([{"operator": "Exists"}]), "Running");
         let a = decide(
             &node(t, "True"),
-            Some(&lease("2026-01-01T00:10:00Z")),
+            at("2026-01-01T00:10:00Z"),
             &[&plain, &tolerant, &exists],
             at("2026-01-01T00:10:01Z"),
             &cfg(),
