@@ -29,9 +29,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_util::sync::CancellationToken;
 
-use scenario::{MARKER_ENV, NAME, Variant};
+use scenario::{FAILING_ATTEMPTS, MARKER_ENV, NAME, Variant};
 use schedule::{Fault, FaultKind, Limits};
-use verdict::{Divergence, EndState, JobSeen, Observed, PodSeen};
+use verdict::{Divergence, EndState, GapEnd, JobSeen, Observed, Outage, PodSeen};
 
 /// Set when the chaos driver runs in a private mount namespace of its own (for disk faults).
 const NAMESPACE_ENV: &str = "JOBSET_CHAOS_NAMESPACE";
@@ -129,6 +129,11 @@ pub struct RunResult {
     /// What else happened that is not a divergence (a manager that exited on its own when it
     /// lost its Lease while `jobset up` was down, and was started again).
     pub notes: Vec<String>,
+    /// Faults of the plan not injected (a node-fail in place once the last attempt began).
+    pub skipped: usize,
+    /// The run could not end and its end is not defined (in place, a pod lost after another
+    /// one succeeded: [`verdict::lost_after_success`]).
+    pub undefined: bool,
 }
 
 fn ms(d: Duration) -> String {
@@ -253,6 +258,16 @@ pub fn summary(results: &[RunResult], took: Duration) -> String {
     }
     out.push_str(&row("total", &results.iter().collect::<Vec<_>>()));
     out.push_str(&format!("{} runs in {:.0}s\n", results.len(), took.as_secs_f64()));
+    let skipped: usize = results.iter().map(|r| r.skipped).sum();
+    if skipped > 0 {
+        out.push_str(&format!("{skipped} node-fail faults skipped (in place, once the last attempt began)\n"));
+    }
+    let undefined = results.iter().filter(|r| r.undefined).count();
+    if undefined > 0 {
+        out.push_str(&format!(
+            "{undefined} runs without a defined end (in place, a pod lost after another succeeded)\n"
+        ));
+    }
     for r in results {
         let replay = format!("--seed {} --runs 1 --variants {}", r.seed, r.variant.name());
         for d in &r.divergences {
@@ -287,6 +302,8 @@ async fn one_run(args: &ChaosArgs, work: &Path, seed: u64, variant: Variant) -> 
         error: None,
         refused: vec![],
         notes: vec![],
+        skipped: 0,
+        undefined: false,
     };
     let dir = work.join(format!("run-{seed}"));
     let disk = args.faults.contains(&FaultKind::DiskFull);
@@ -298,9 +315,26 @@ async fn one_run(args: &ChaosArgs, work: &Path, seed: u64, variant: Variant) -> 
                 Ok((observed, refused)) => {
                     r.divergences = verdict::divergences(&variant.expected(), &observed);
                     r.refused = refused;
+                    if variant == Variant::InPlace
+                        && observed.end.is_none()
+                        && let Some((lost, succeeded)) = verdict::lost_after_success(&observed.pods)
+                    {
+                        r.undefined = true;
+                        run.notes.push(format!(
+                            "no defined end: pod {lost} was lost after pod {succeeded} succeeded (in place, its \
+                             replacement waits for a pod that can never join)"
+                        ));
+                    }
                 }
                 Err(e) => r.error = Some(format!("{e:#}")),
             }
+            // The table counts the faults injected.
+            for k in &run.skipped {
+                if let Some(i) = r.faults.iter().position(|f| f == k) {
+                    r.faults.remove(i);
+                }
+            }
+            r.skipped = run.skipped.len();
             r.notes = std::mem::take(&mut run.notes);
             run.cleanup().await;
         }
@@ -311,15 +345,86 @@ async fn one_run(args: &ChaosArgs, work: &Path, seed: u64, variant: Variant) -> 
 }
 
 /// What the driver's watches saw, kept across restarts of `jobset up`.
-#[derive(Default)]
 struct Seen {
+    /// When the run began: times below are seconds since then.
+    began: Instant,
     pods: BTreeMap<String, PodSeen>,
+    /// Per pod not ended: the node, in-place attempt and time of its last version seen.
+    active: BTreeMap<String, (String, Option<i64>, f64)>,
+    /// A list under way after a gap of the watch: the pods listed so far, and the highest in-place
+    /// attempt among them.
+    relist: Option<(BTreeSet<String>, Option<i64>)>,
+    /// Pods active before a gap and deleted or `Failed` after it.
+    gap_ends: Vec<GapEnd>,
+    /// The highest in-place attempt (annotation) of any pod version seen.
+    in_place_attempt: Option<i64>,
     jobs: BTreeMap<String, JobSeen>,
     /// Each pod's last version seen, in a line (written to `pods.txt` in the run's directory).
     last: BTreeMap<String, String>,
     /// Every pod version seen, in order, each line prefixed by the seconds since the run began
     /// and the resourceVersion (`pods-history.txt`).
     history: Vec<String>,
+}
+
+impl Seen {
+    fn new(began: Instant) -> Seen {
+        Seen {
+            began,
+            pods: BTreeMap::new(),
+            active: BTreeMap::new(),
+            relist: None,
+            gap_ends: vec![],
+            in_place_attempt: None,
+            jobs: BTreeMap::new(),
+            last: BTreeMap::new(),
+            history: vec![],
+        }
+    }
+
+    fn at(&self) -> f64 {
+        self.began.elapsed().as_secs_f64()
+    }
+
+    /// A pod version: `relisted` when it came in the list after a gap of the watch.
+    fn pod(&mut self, pod: &Pod, relisted: bool) {
+        let Some(p) = pod_seen(pod, relisted) else { return };
+        let line = pod_line(pod);
+        let at = self.at();
+        self.history.push(format!("{at:7.3} rv={} {line}", p.first_rv));
+        self.last.insert(p.uid.clone(), line);
+        let attempt = in_place_attempt(pod);
+        self.in_place_attempt = self.in_place_attempt.max(attempt);
+        // A pod listed Failed after a gap ended in it: left out of the list, it is taken for
+        // one deleted in the gap once the list is complete (with the list's highest attempt).
+        let failed_in_gap = relisted && pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+        if let Some((listed, most)) = self.relist.as_mut() {
+            if !failed_in_gap {
+                listed.insert(p.uid.clone());
+            }
+            *most = (*most).max(attempt);
+        }
+        if p.end_rv.is_some() || p.end_in_gap {
+            if !failed_in_gap {
+                self.active.remove(&p.uid);
+            }
+        } else {
+            let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+            self.active.insert(p.uid.clone(), (node, attempt, at));
+        }
+        self.pods.entry(p.uid.clone()).or_insert(p.clone()).merge(&p);
+    }
+
+    /// The list after a gap is complete: pods active before it and not listed were deleted in it.
+    fn relisted(&mut self) {
+        let Some((listed, most)) = self.relist.take() else { return };
+        let relisted = self.at();
+        let gone: Vec<String> = self.active.keys().filter(|uid| !listed.contains(*uid)).cloned().collect();
+        for uid in gone {
+            if let Some((node, attempt, last_active)) = self.active.remove(&uid) {
+                self.gap_ends.push(GapEnd { uid, node, last_active, relisted, attempt: attempt.max(most) });
+            }
+        }
+    }
 }
 
 /// One run's cluster and the driver's tasks around it.
@@ -342,6 +447,11 @@ struct Run<'a> {
     webhook_port: u16,
     health_port: u16,
     notes: Vec<String>,
+    /// The nodes failed so far, and the faults of the plan left out.
+    outages: Vec<Outage>,
+    skipped: Vec<FaultKind>,
+    /// Told by the pod recorder after each pod version.
+    pods_changed: Arc<tokio::sync::Notify>,
 }
 
 impl<'a> Run<'a> {
@@ -364,6 +474,9 @@ impl<'a> Run<'a> {
             webhook_port: free_port()?,
             health_port: free_port()?,
             notes: vec![],
+            outages: vec![],
+            skipped: vec![],
+            pods_changed: Arc::new(tokio::sync::Notify::new()),
         };
         if disk {
             let size = format!("size={}", args.disk_size);
@@ -467,7 +580,7 @@ impl<'a> Run<'a> {
         if self.pair {
             self.start_manager(&client).await?;
         }
-        let seen = Arc::new(Mutex::new(Seen::default()));
+        let seen = Arc::new(Mutex::new(Seen::new(Instant::now())));
         self.record(client.clone(), seen.clone());
         let acked = Arc::new(Mutex::new(Vec::<String>::new()));
         let refused = Arc::new(Mutex::new(Vec::<String>::new()));
@@ -492,11 +605,27 @@ impl<'a> Run<'a> {
         for fault in plan {
             tokio::time::sleep_until((created + fault.at).into()).await;
             self.check_up().await?;
+            // In place, a node lost in the last attempt may take a pod whose peer has succeeded
+            // (each worker succeeds 0.5 s into it, before a loss is noticed): its replacement
+            // would wait at the barrier for ever (docs/chaos.md, finding 11).
+            let reached = seen.lock().unwrap().in_place_attempt;
+            if fault.kind == FaultKind::NodeFail && variant == Variant::InPlace && reached >= Some(FAILING_ATTEMPTS) {
+                let reached = reached.unwrap_or_default();
+                self.notes
+                    .push(format!("node-fail of node-{} skipped: the last attempt ({reached}) began", fault.node));
+                self.skipped.push(fault.kind);
+                continue;
+            }
+            let from = seen.lock().unwrap().at();
             self.inject(fault, &client).await?;
+            if fault.kind == FaultKind::NodeFail {
+                let until = seen.lock().unwrap().at() + self.args.node_grace_period.as_secs_f64();
+                self.outages.push(Outage { node: format!("node-{}", fault.node), from, until });
+            }
         }
         self.check_up().await?;
 
-        let end = self.end_state(&client, variant).await?;
+        let end = self.end_state(&client, variant, &seen).await?;
         self.stop.cancel();
         let _ = acker.await;
         let acknowledged = acked.lock().unwrap().clone();
@@ -517,6 +646,8 @@ impl<'a> Run<'a> {
             acknowledged,
             present,
             orphans,
+            gap_ends: seen.gap_ends.clone(),
+            outages: self.outages.clone(),
         };
         Ok((observed, refused.lock().unwrap().clone()))
     }
@@ -527,7 +658,7 @@ impl<'a> Run<'a> {
         let pods: Api<Pod> = Api::default_namespaced(client.clone());
         let stop = self.stop.clone();
         let s = seen.clone();
-        let began = Instant::now();
+        let changed = self.pods_changed.clone();
         tokio::spawn(async move {
             let mut w = watcher(pods, watcher::Config::default()).boxed();
             loop {
@@ -535,21 +666,16 @@ impl<'a> Run<'a> {
                     _ = stop.cancelled() => return,
                     ev = w.next() => match ev {
                         Some(Ok(ev)) => {
-                            // A version listed again after a restart of `jobset up` may be
-                            // the first seen after the pod's end, which fell into the gap.
-                            let (pod, relisted) = match ev {
-                                watcher::Event::InitApply(pod) => (pod, true),
-                                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => (pod, false),
-                                watcher::Event::Init | watcher::Event::InitDone => continue,
-                            };
-                            if let Some(p) = pod_seen(&pod, relisted) {
-                                let mut s = s.lock().unwrap();
-                                let line = pod_line(&pod);
-                                let at = began.elapsed().as_secs_f64();
-                                s.history.push(format!("{at:7.3} rv={} {line}", p.first_rv));
-                                s.last.insert(p.uid.clone(), line);
-                                s.pods.entry(p.uid.clone()).or_insert(p.clone()).merge(&p);
+                            let mut s = s.lock().unwrap();
+                            match ev {
+                                // A version listed again after a restart of `jobset up` may be
+                                // the first seen after the pod's end, which fell into the gap.
+                                watcher::Event::InitApply(pod) => s.pod(&pod, true),
+                                watcher::Event::Apply(pod) | watcher::Event::Delete(pod) => s.pod(&pod, false),
+                                watcher::Event::Init => s.relist = Some((BTreeSet::new(), None)),
+                                watcher::Event::InitDone => s.relisted(),
                             }
+                            changed.notify_one();
                         }
                         // Down: ask again soon (kube's default backoff would wait up to
                         // seconds and miss pods created and deleted meanwhile).
@@ -643,8 +769,14 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Waits for the workload's final status; `None` if it did not come within `--run-timeout`.
-    async fn end_state(&self, client: &kube::Client, variant: Variant) -> anyhow::Result<Option<EndState>> {
+    /// Waits for the workload's final status; `None` if it did not come within `--run-timeout`,
+    /// or, in place, once a pod was lost after another one succeeded: it cannot come then.
+    async fn end_state(
+        &self,
+        client: &kube::Client,
+        variant: Variant,
+        seen: &Mutex<Seen>,
+    ) -> anyhow::Result<Option<EndState>> {
         let jobsets = jobset_api_of(client);
         let wrappers: Api<DynamicObject> = Api::default_namespaced_with(
             client.clone(),
@@ -684,9 +816,20 @@ impl<'a> Run<'a> {
             if let Some(end) = wanted(&js, &aw) {
                 return Ok(Some(end));
             }
-            match tokio::time::timeout_at(deadline.into(), changes.next()).await {
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => return Ok(None),
+            let pods: Vec<PodSeen> = seen.lock().unwrap().pods.values().cloned().collect();
+            if variant == Variant::InPlace && verdict::lost_after_success(&pods).is_some() {
+                return Ok(None);
+            }
+            let next = tokio::time::timeout_at(deadline.into(), async {
+                tokio::select! {
+                    change = changes.next() => change.is_some(),
+                    // The pod recorder saw a pod change.
+                    () = self.pods_changed.notified() => true,
+                }
+            });
+            match next.await {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return Ok(None),
             }
         }
     }
@@ -790,14 +933,20 @@ fn pod_seen(p: &Pod, relisted: bool) -> Option<PodSeen> {
         first_rv: rv,
         end_rv: (ended && !relisted).then_some(rv),
         end_in_gap: ended && relisted,
-        lost_at_attempt: lost_at_attempt(p),
+        lost_at_attempt: lost(p).then(|| in_place_attempt(p)).flatten(),
+        lost_rv: lost(p).then_some(rv),
+        succeeded_rv: (p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")).then_some(rv),
     })
 }
 
-/// The in-place restart attempt of a pod with the condition `DisruptionTarget` (a lost node).
-fn lost_at_attempt(p: &Pod) -> Option<i64> {
-    let conditions = p.status.as_ref()?.conditions.as_ref()?;
-    conditions.iter().find(|c| c.type_ == "DisruptionTarget" && c.status == "True")?;
+/// Whether the pod has the condition `DisruptionTarget` (a lost node).
+fn lost(p: &Pod) -> bool {
+    let conditions = p.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|cs| cs.iter().any(|c| c.type_ == "DisruptionTarget" && c.status == "True"))
+}
+
+/// The pod's in-place restart attempt (annotation).
+fn in_place_attempt(p: &Pod) -> Option<i64> {
     p.metadata.annotations.as_ref()?.get(jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT)?.parse().ok()
 }
 
@@ -897,7 +1046,59 @@ mod tests {
             error: None,
             refused: vec![],
             notes: vec![],
+            skipped: 0,
+            undefined: false,
         }
+    }
+
+    /// A pod of Job `j` (index `index`) on `node`, in `phase`, at in-place attempt `attempt`.
+    fn pod(uid: &str, index: &str, node: &str, phase: &str, attempt: i64, rv: u64) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {
+                "name": uid, "uid": uid, "resourceVersion": rv.to_string(),
+                "labels": {"batch.kubernetes.io/job-completion-index": index},
+                "annotations": {(jobset_api::jobset::keys::IN_PLACE_RESTART_ATTEMPT): attempt.to_string()},
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j"}],
+            },
+            "spec": {"nodeName": node, "containers": []},
+            "status": {"phase": phase},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn pods_active_before_a_gap_and_deleted_or_failed_after_it_ended_in_the_gap() {
+        let mut s = Seen::new(Instant::now());
+        s.relist = Some((BTreeSet::new(), None));
+        s.relisted();
+        for p in [
+            pod("kept", "0", "node-0", "Running", 1, 10),
+            pod("deleted", "1", "node-1", "Running", 1, 11),
+            pod("failed", "2", "node-1", "Running", 1, 12),
+            pod("done", "3", "node-0", "Running", 1, 13),
+            pod("ended-before", "4", "node-0", "Failed", 1, 14),
+        ] {
+            s.pod(&p, false);
+        }
+        assert!(s.gap_ends.is_empty());
+        // `jobset up` restarted: the watch lists again.
+        s.relist = Some((BTreeSet::new(), None));
+        for p in [
+            pod("kept", "0", "node-0", "Running", 2, 20),
+            pod("failed", "2", "node-1", "Failed", 1, 21),
+            pod("done", "3", "node-0", "Succeeded", 2, 22),
+            pod("ended-before", "4", "node-0", "Failed", 1, 14),
+            pod("new", "1", "node-0", "Pending", 3, 23),
+        ] {
+            s.pod(&p, true);
+        }
+        s.relisted();
+        let ends: Vec<(&str, &str, Option<i64>)> =
+            s.gap_ends.iter().map(|e| (e.uid.as_str(), e.node.as_str(), e.attempt)).collect();
+        // The attempt each may have reached: the most listed after the gap.
+        assert_eq!(ends, [("deleted", "node-1", Some(3)), ("failed", "node-1", Some(3))]);
+        assert!(s.relist.is_none() && s.active.contains_key("kept") && s.active.contains_key("new"));
+        assert_eq!(s.in_place_attempt, Some(3));
     }
 
     #[test]
@@ -921,5 +1122,13 @@ mod tests {
             lines[6],
             "divergence, seed 7 (--seed 7 --runs 1 --variants recreate): acknowledged writes lost: ack-3"
         );
+        // Node faults left out and runs without a defined end are counted.
+        let mut more = results.to_vec();
+        more[1].skipped = 2;
+        more[1].undefined = true;
+        let text = summary(&more, Duration::from_secs(12));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[6], "2 node-fail faults skipped (in place, once the last attempt began)");
+        assert_eq!(lines[7], "1 runs without a defined end (in place, a pod lost after another succeeded)");
     }
 }

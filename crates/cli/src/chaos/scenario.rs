@@ -9,7 +9,8 @@ use super::verdict::EndState;
 
 /// The JobSet's name in every variant (the AppWrapper's too).
 pub const NAME: &str = "chaos";
-/// Restart attempts whose pod of Job index 0 exits 1: attempts `0..FAILING_ATTEMPTS` fail.
+/// Restart attempts on which one worker exits 1 (that of Job index `attempt % 2`): attempts
+/// `0..FAILING_ATTEMPTS` fail.
 pub const FAILING_ATTEMPTS: i64 = 2;
 /// The environment variable that marks every container process of a run.
 pub const MARKER_ENV: &str = "JOBSET_CHAOS_RUN";
@@ -48,7 +49,7 @@ impl Variant {
         }
     }
 
-    /// The end state of every run, derived from the scenario: Job index 0 fails on the first
+    /// The end state of every run, derived from the scenario: a worker fails on each of the first
     /// [`FAILING_ATTEMPTS`] attempts, so the JobSet restarts exactly that many times (Recreate:
     /// `restarts`; in place: `currentInPlaceRestartAttempt`, `restarts` staying 0), then
     /// completes; the AppWrapper sees its JobSet complete without resetting it.
@@ -76,13 +77,17 @@ fn field_env(name: &str, path: &str) -> Value {
     json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
 }
 
-/// The worker: at a failing attempt (`$ATTEMPT`), Job index 0 exits 1 after `work` and the
-/// others wait to be restarted (a pod that succeeded could not join an in-place restart, so which
-/// pods finish must not depend on timing); at the last attempt every worker exits 0 after `work`.
+/// The worker: at a failing attempt (`$ATTEMPT`), the worker of Job index `$ATTEMPT % 2` exits 1
+/// after `work` and the others wait to be restarted (a pod that succeeded could not join an
+/// in-place restart, so which pods finish must not depend on timing); at the last attempt every
+/// worker exits 0 after `work`. The failing worker alternates so that, in place, no container
+/// triggers two pod restarts: the second would wait a CrashLoopBackOff delay (10 s in `jobset
+/// up`, kubelet's), which the end state does not depend on and the runs would only wait out.
 fn script(work: &str) -> String {
     format!(
         "if [ \"$ATTEMPT\" -lt {FAILING_ATTEMPTS} ]; then \
-         if [ \"$JOB_INDEX\" = 0 ]; then sleep {work}; exit 1; fi; exec sleep 3600; fi; sleep {work}; exit 0"
+         if [ \"$JOB_INDEX\" = $((ATTEMPT % 2)) ]; then sleep {work}; exit 1; fi; exec sleep 3600; fi; \
+         sleep {work}; exit 0"
     )
 }
 
@@ -182,7 +187,7 @@ mod tests {
     }
 
     #[test]
-    fn the_script_fails_job_index_0_on_the_failing_attempts_only() {
+    fn the_script_fails_one_worker_in_turn_on_the_failing_attempts_only() {
         let run = |index: &str, attempt: i64| {
             let mut child = std::process::Command::new("sh")
                 .args(["-c", &script("0")])
@@ -201,10 +206,12 @@ mod tests {
             child.wait().unwrap();
             None
         };
-        for attempt in 0..FAILING_ATTEMPTS + 2 {
-            let failing = attempt < FAILING_ATTEMPTS;
-            assert_eq!(run("0", attempt), Some(if failing { 1 } else { 0 }), "index 0, attempt {attempt}");
-            assert_eq!(run("1", attempt), if failing { None } else { Some(0) }, "index 1, attempt {attempt}");
+        // (attempt, index 0's exit, index 1's exit; None: still waiting)
+        let table = [(0, Some(1), None), (1, None, Some(1)), (2, Some(0), Some(0)), (3, Some(0), Some(0))];
+        assert_eq!(FAILING_ATTEMPTS, 2, "the table's failing attempts");
+        for (attempt, index0, index1) in table {
+            assert_eq!(run("0", attempt), index0, "index 0, attempt {attempt}");
+            assert_eq!(run("1", attempt), index1, "index 1, attempt {attempt}");
         }
     }
 

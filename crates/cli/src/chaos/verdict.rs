@@ -74,8 +74,12 @@ pub struct PodSeen {
     /// when it ended is not known, so it is not compared.
     pub end_in_gap: bool,
     /// The in-place restart attempt (annotation) of a version seen lost: with the condition
-    /// `DisruptionTarget` (a lost node).
+    /// `DisruptionTarget` (a lost node); or, for a pod lost in a gap of the watch, the highest
+    /// attempt it may have been at ([`lost_in_gaps`]).
     pub lost_at_attempt: Option<i64>,
+    /// The resourceVersions of the first versions seen lost (`DisruptionTarget`) and `Succeeded`.
+    pub lost_rv: Option<u64>,
+    pub succeeded_rv: Option<u64>,
 }
 
 impl PodSeen {
@@ -83,6 +87,8 @@ impl PodSeen {
     pub fn merge(&mut self, later: &PodSeen) {
         self.first_rv = self.first_rv.min(later.first_rv);
         self.lost_at_attempt = self.lost_at_attempt.max(later.lost_at_attempt);
+        self.lost_rv = first_of(self.lost_rv, later.lost_rv);
+        self.succeeded_rv = first_of(self.succeeded_rv, later.succeeded_rv);
         if self.end_in_gap {
             return;
         }
@@ -96,6 +102,61 @@ impl PodSeen {
             (None, b) => b,
         };
     }
+}
+
+/// The earlier of two resourceVersions, either of which may be unknown.
+fn first_of(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A pod the watch saw active before a gap (a restart of `jobset up`) and deleted or `Failed`
+/// after it, with no version in between: whether it was lost with its node is not seen.
+/// Times are seconds since the run began.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GapEnd {
+    pub uid: String,
+    /// The node of its last version seen active, and when that version was seen.
+    pub node: String,
+    pub last_active: f64,
+    /// When the watch listed again.
+    pub relisted: f64,
+    /// The highest in-place attempt it may have reached: the most of its last attempt seen and
+    /// those of the pods listed after the gap.
+    pub attempt: Option<i64>,
+}
+
+/// A node the driver failed (`jobset node fail`), from `from` to `until` seconds since the run
+/// began; `until` includes the time the control plane may take to act on the loss.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outage {
+    pub node: String,
+    pub from: f64,
+    pub until: f64,
+}
+
+/// The pods of `ends` lost with a node the driver failed, and the in-place attempt each may
+/// have been lost at: a pod whose node was down at some instant between its last version seen
+/// active and the list after the gap (it may have been lost and removed then). A pod that ended
+/// in a gap on a node that was never down, or not while the pod could have been lost, is not:
+/// its end is the product's doing, and an attempt it added diverges.
+pub fn lost_in_gaps(ends: &[GapEnd], outages: &[Outage]) -> Vec<(String, i64)> {
+    ends.iter()
+        .filter(|e| outages.iter().any(|o| o.node == e.node && o.from < e.relisted && e.last_active < o.until))
+        .filter_map(|e| Some((e.uid.clone(), e.attempt?)))
+        .collect()
+}
+
+/// A pod lost (with its node) after another pod of the run had `Succeeded`, by resourceVersion:
+/// in place, the lost pod's replacement waits at the barrier for every pod to join its attempt,
+/// which a `Succeeded` pod never does, so the run cannot end (upstream's in-place restart has the
+/// same limit). The fault-free end state is not defined there. `(lost, succeeded)` pod UIDs.
+pub fn lost_after_success(pods: &[PodSeen]) -> Option<(String, String)> {
+    let done = pods.iter().filter_map(|p| Some((p.succeeded_rv?, p))).min_by_key(|(rv, _)| *rv)?;
+    let lost = pods.iter().find(|p| p.uid != done.1.uid && p.lost_rv.is_some_and(|l| l > done.0))?;
+    Some((lost.uid.clone(), done.1.uid.clone()))
 }
 
 /// A Job the driver's watch saw.
@@ -119,6 +180,9 @@ pub struct Observed {
     pub present: BTreeSet<String>,
     /// Host processes of the run still alive after `jobset up` stopped (pid and command line).
     pub orphans: Vec<String>,
+    /// Pods whose end fell into a gap of the watch, and the nodes the driver failed.
+    pub gap_ends: Vec<GapEnd>,
+    pub outages: Vec<Outage>,
 }
 
 /// The in-place end state to compare `got` with, once lost pods are taken into account. A pod
@@ -192,11 +256,23 @@ impl fmt::Display for Divergence {
 /// Job's index while the previous one was still active (neither terminal nor terminating: the
 /// Job replaces a pod only once it failed or is deleted), an acknowledged write missing, an
 /// orphan process. Pods whose end the watch missed are not compared. The expected in-place
-/// attempt counts the group restarts of lost nodes ([`with_lost_pods`]).
+/// attempt counts the group restarts of lost nodes ([`with_lost_pods`]), pods lost in a gap of
+/// the watch with a node the driver failed among them ([`lost_in_gaps`]); an in-place run that
+/// did not finish because a pod was lost after another one succeeded ([`lost_after_success`])
+/// has no defined end to compare.
 pub fn divergences(expected: &EndState, observed: &Observed) -> Vec<Divergence> {
     let mut out = Vec::new();
-    let expected = &with_lost_pods(expected, &observed.pods, observed.end.as_ref());
+    let mut pods = observed.pods.clone();
+    for (uid, attempt) in lost_in_gaps(&observed.gap_ends, &observed.outages) {
+        if let Some(p) = pods.iter_mut().find(|p| p.uid == uid) {
+            p.lost_at_attempt = p.lost_at_attempt.max(Some(attempt));
+        }
+    }
+    // In place, a run that cannot end for a pod lost after another succeeded has no defined end.
+    let undefined = expected.in_place_attempt.is_some() && lost_after_success(&pods).is_some();
+    let expected = &with_lost_pods(expected, &pods, observed.end.as_ref());
     match &observed.end {
+        None if undefined => {}
         None => out.push(Divergence::NotFinished { expected: expected.clone() }),
         Some(got) if got != expected => out.push(Divergence::EndState { expected: expected.clone(), got: got.clone() }),
         Some(_) => {}
@@ -265,6 +341,8 @@ mod tests {
             end_rv: end,
             end_in_gap: false,
             lost_at_attempt: None,
+            lost_rv: None,
+            succeeded_rv: None,
         }
     }
 
@@ -284,6 +362,8 @@ mod tests {
             acknowledged: vec!["ack-0".into(), "ack-1".into()],
             present: ["ack-0".to_string(), "ack-1".to_string(), "ack-2".to_string()].into(),
             orphans: vec![],
+            gap_ends: vec![],
+            outages: vec![],
         }
     }
 
@@ -416,6 +496,78 @@ mod tests {
         assert_eq!(divergences(&in_place, &o), []);
         o.end = Some(got(4));
         assert_eq!(divergences(&in_place, &o), [Divergence::EndState { expected: got(3), got: got(4) }]);
+    }
+
+    #[test]
+    fn a_pod_ended_in_a_gap_is_lost_only_if_the_driver_failed_its_node_while_it_could_have_been_lost() {
+        let end = |node: &str, last_active: f64, relisted: f64, attempt: Option<i64>| GapEnd {
+            uid: "a".into(),
+            node: node.into(),
+            last_active,
+            relisted,
+            attempt,
+        };
+        let outage = Outage { node: "node-1".into(), from: 2.0, until: 5.0 };
+        // (case, the pod's end, lost at)
+        let cases: Vec<(&str, GapEnd, Option<i64>)> = vec![
+            ("its node was down before the list", end("node-1", 1.0, 3.0, Some(2)), Some(2)),
+            ("down since before it was last seen active", end("node-1", 4.0, 6.0, Some(2)), Some(2)),
+            ("another node was down", end("node-0", 1.0, 3.0, Some(2)), None),
+            ("its node went down after the list", end("node-1", 0.5, 1.5, Some(2)), None),
+            ("its node was back before it was last seen active", end("node-1", 5.5, 7.0, Some(2)), None),
+            ("no attempt known", end("node-1", 1.0, 3.0, None), None),
+        ];
+        for (case, e, want) in cases {
+            let got = lost_in_gaps(std::slice::from_ref(&e), std::slice::from_ref(&outage));
+            assert_eq!(got.first().map(|(_, a)| *a), want, "{case}");
+        }
+        // The verdict: the attempt a pod lost in a gap adds is allowed with its failed node
+        // only; an attempt too many with no pod lost still diverges.
+        let in_place = EndState { in_place_attempt: Some(2), ..completed(0) };
+        let got3 = EndState { in_place_attempt: Some(3), ..completed(0) };
+        let mut o = clean();
+        o.end = Some(got3.clone());
+        o.outages = vec![outage];
+        let too_many = vec![Divergence::EndState { expected: in_place.clone(), got: got3.clone() }];
+        assert_eq!(divergences(&in_place, &o), too_many, "no pod ended in a gap");
+        o.gap_ends = vec![end("node-0", 1.0, 3.0, Some(2))];
+        assert_eq!(divergences(&in_place, &o), too_many, "ended in a gap on a node never failed");
+        o.gap_ends = vec![end("node-1", 1.0, 3.0, Some(2))];
+        assert_eq!(divergences(&in_place, &o), [], "ended in a gap while its node was failed");
+    }
+
+    #[test]
+    fn in_place_a_pod_lost_after_another_succeeded_leaves_the_end_undefined() {
+        let at = |uid: &str, succeeded: Option<u64>, lost: Option<u64>| PodSeen {
+            succeeded_rv: succeeded,
+            lost_rv: lost,
+            ..pod(uid, uid, "0", 1, Some(2))
+        };
+        // (case, pods, (lost, succeeded))
+        type Case = (&'static str, Vec<PodSeen>, Option<(&'static str, &'static str)>);
+        let cases: Vec<Case> = vec![
+            (
+                "lost after the other succeeded",
+                vec![at("a", Some(10), None), at("b", None, Some(12))],
+                Some(("b", "a")),
+            ),
+            ("lost before", vec![at("a", Some(10), None), at("b", None, Some(8))], None),
+            ("none succeeded", vec![at("a", None, None), at("b", None, Some(8))], None),
+            ("none lost", vec![at("a", Some(10), None), at("b", Some(11), None)], None),
+        ];
+        for (case, pods, want) in cases {
+            let got = lost_after_success(&pods);
+            assert_eq!(got.as_ref().map(|(l, s)| (l.as_str(), s.as_str())), want, "{case}");
+        }
+        // Not finishing is then no divergence, in place only; ending wrong still is.
+        let mut o = clean();
+        o.pods.extend([at("a", Some(10), None), at("b", None, Some(12))]);
+        o.end = None;
+        let in_place = EndState { in_place_attempt: Some(2), ..completed(0) };
+        assert_eq!(divergences(&in_place, &o), []);
+        assert_eq!(divergences(&completed(2), &o), [Divergence::NotFinished { expected: completed(2) }]);
+        o.end = Some(EndState { in_place_attempt: Some(5), ..completed(0) });
+        assert_eq!(divergences(&in_place, &o).len(), 1);
     }
 
     #[test]
