@@ -194,8 +194,8 @@ fn lock(dir: &Path, name: &str) -> anyhow::Result<fs::File> {
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            // The holder writes its pid right after locking; until then, or from an older
-            // version, the pid file may name it.
+            // The holder writes its pid right after locking; until then (or from an older
+            // version) the kernel's lock list names it.
             let holder = fs::read_to_string(&path)
                 .ok()
                 .and_then(|s| s.trim().parse().ok())
@@ -669,15 +669,19 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_names_the_holder_from_the_pid_file_when_the_lock_file_has_none_yet() {
+    fn a_refusal_names_the_holder_the_kernel_lists_when_the_lock_file_has_none_yet() {
         let dir = tempfile::tempdir().unwrap();
         let lock = lock(dir.path(), "dev").unwrap();
-        assert_eq!(lock_refusal(dir.path()), None, "an empty lock file and no pid file: no pid to name");
-        // Our parent (the test harness) is alive and not us.
+        // The lock file is still empty: the holder (this process) is named from /proc/locks.
+        let own = std::process::id() as i32;
+        assert_eq!(lock_refusal(dir.path()), Some(own), "an empty lock file and no pid file");
+        // A pid file naming another live process (our parent, the test harness) is not believed.
         let parent = nix::unistd::getppid().as_raw();
         fs::write(dir.path().join(PID_FILE), format!("{parent}\n")).unwrap();
-        assert_eq!(lock_refusal(dir.path()), Some(parent));
+        assert_eq!(lock_refusal(dir.path()), Some(own), "a pid file naming another process");
+        assert_eq!(running(dir.path()), Some(own));
         drop(lock);
+        assert_eq!(running(dir.path()), None, "nobody holds the lock: a pid file naming a live process is stale");
     }
 
     /// The pid a refused claim of `dir` names.
