@@ -47,6 +47,10 @@ pub use crate::Error;
 #[derive(Debug, Clone)]
 pub struct JobSetControllerConfig {
     pub features: Features,
+    /// Reconciles of different objects at once (kube-runtime's `Config::concurrency`); 0, the
+    /// default, is unbounded. With a bound (8), kube-runtime 5.0's controller loop lost reconcile
+    /// requests under load: in `jobset bench scale`'s soak, Jobs were never synced again and their
+    /// JobSets never finished (15 of 639 cycles stuck at 8, 0 of 1,278 at 0; docs/benchmarks.md).
     pub concurrency: u16,
     /// How soon to retry after an error.
     pub error_backoff: Duration,
@@ -62,7 +66,7 @@ impl Default for JobSetControllerConfig {
     fn default() -> Self {
         JobSetControllerConfig {
             features: Features::default(),
-            concurrency: 8,
+            concurrency: 0,
             error_backoff: Duration::from_millis(500),
             cache_wait: Duration::from_millis(20),
             parallelism: 50,
