@@ -107,6 +107,31 @@ const ALLOWED: &[Allowed] = &[
         keyword: "",
         reason: "extension status: the in-place restart state of each Job that restarts in place alone",
     },
+    Allowed {
+        path: ".spec.failurePolicy.rules[].maxRestarts",
+        keyword: "",
+        reason: "extension: a failure-policy rule's own restart budget (upstream issue #976)",
+    },
+    Allowed {
+        path: ".status.failurePolicyRulesStatus",
+        keyword: "",
+        reason: "extension status: the restarts of each failure-policy rule with its own budget",
+    },
+    Allowed {
+        path: ".status.executionAttempts",
+        keyword: "",
+        reason: "KEP-1282 (execution attempts): designed upstream, not in its shipped CRD yet",
+    },
+    Allowed {
+        path: ".spec.activeDeadlineSeconds",
+        keyword: "",
+        reason: "KEP-1186 (JobSet activeDeadlineSeconds): designed upstream, not in its shipped CRD yet",
+    },
+    Allowed {
+        path: ".status.startTime",
+        keyword: "",
+        reason: "KEP-1186: when the JobSet last became active, the deadline's start",
+    },
 ];
 
 /// Keywords not compared: documentation, and the children walked separately.

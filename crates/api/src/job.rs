@@ -242,6 +242,8 @@ pub fn validate_job(job: &Value, old: Option<&Value>) -> Vec<FieldError> {
 struct Options {
     require_prefixed_labels: bool,
     allow_mutable_scheduling_directives: bool,
+    /// KEP-5440 `MutablePodResourcesForSuspendedJobs` (beta, on, since Kubernetes 1.36).
+    allow_mutable_pod_resources: bool,
     allow_invalid_label_value_in_selector: bool,
 }
 
@@ -251,18 +253,30 @@ impl Options {
             return Options {
                 require_prefixed_labels: true,
                 allow_mutable_scheduling_directives: false,
+                allow_mutable_pod_resources: false,
                 allow_invalid_label_value_in_selector: false,
             };
         };
         let spec = get(old, "spec");
         let suspended = spec.and_then(|s| get(s, "suspend")).and_then(Value::as_bool) == Some(true);
-        let not_started = get(old, "status").and_then(|s| get(s, "startTime")).is_none();
+        let status = get(old, "status");
+        let not_started = status.and_then(|s| get(s, "startTime")).is_none();
+        // KEP-5440 (Kubernetes 1.36, with the fix of kubernetes#139287): a suspended Job whose
+        // pods are all gone (`Suspended=True`, `active` 0) is as safe to change as one that never
+        // started; the scheduling directives and the pod resources share the condition.
+        let suspended_condition =
+            status.and_then(|s| get(s, "conditions")).and_then(Value::as_array).is_some_and(|c| {
+                c.iter().any(|c| str_at(c, "type") == Some("Suspended") && str_at(c, "status") == Some("True"))
+            });
+        let active = status.and_then(|s| get(s, "active")).and_then(Value::as_i64).unwrap_or(0);
+        let mutable = suspended && (not_started || (suspended_condition && active == 0));
         let old_labels = spec.and_then(|s| ptr(s, &["template", "metadata", "labels"]));
         let has = |k: &str| old_labels.and_then(|l| l.get(k)).is_some();
         let selector = spec.and_then(|s| get(s, "selector"));
         Options {
             require_prefixed_labels: has(JOB_NAME_LABEL) && has(CONTROLLER_UID_LABEL),
-            allow_mutable_scheduling_directives: suspended && not_started,
+            allow_mutable_scheduling_directives: mutable,
+            allow_mutable_pod_resources: mutable,
             allow_invalid_label_value_in_selector: selector.is_some_and(selector_has_invalid_label_value),
         }
     }
@@ -845,12 +859,29 @@ fn immutable(new: Option<&Value>, old: Option<&Value>, path: &str, errs: &mut Ve
     }
 }
 
-/// `validatePodTemplateUpdate`: the template is immutable, except the scheduling directives of a
-/// Job that is suspended and never started (node affinity, node selector, tolerations, labels,
-/// annotations, scheduling gates).
+/// `validatePodTemplateUpdate`: the template is immutable, except, for a Job that is suspended
+/// and never started or whose pods are all gone ([`Options`]), the scheduling directives (node
+/// affinity, node selector, tolerations, labels, annotations, scheduling gates) and (KEP-5440) the
+/// `resources` of its containers and init containers.
 fn validate_pod_template_update(spec: &Value, old: &Value, opts: &Options, errs: &mut Vec<FieldError>) {
     let template = get(spec, "template");
     let mut old_template = get(old, "template").cloned().unwrap_or(Value::Null);
+    if opts.allow_mutable_pod_resources
+        && let Some(old_spec) = old_template.get_mut("spec").and_then(Value::as_object_mut)
+    {
+        let new_spec = template.and_then(|t| get(t, "spec"));
+        for key in ["containers", "initContainers"] {
+            let new = new_spec.and_then(|s| get(s, key)).and_then(Value::as_array);
+            let old = old_spec.get_mut(key).and_then(Value::as_array_mut);
+            let (Some(new), Some(old)) = (new, old) else { continue };
+            // Only a container that is still there, as it was, may take its new resources.
+            for (o, n) in old.iter_mut().zip(new).filter(|(o, n)| get(o, "name") == get(n, "name")) {
+                if let Some(o) = o.as_object_mut() {
+                    replace(o, "resources", get(n, "resources").cloned());
+                }
+            }
+        }
+    }
     if opts.allow_mutable_scheduling_directives
         && let Some(old_t) = old_template.as_object_mut()
     {
@@ -2193,6 +2224,88 @@ mod tests {
                     set(j, "/status/startTime", json!("2026-01-01T00:00:00Z"));
                 },
                 |j| set(j, "/spec/template/spec/nodeSelector", json!({"disk": "ssd"})),
+                &[("spec.template", TEMPLATE_IMMUTABLE)],
+            ),
+        ]);
+    }
+
+    #[test]
+    fn kep_5440_resources_are_mutable_only_while_suspended_with_no_pods_of_the_old_template() {
+        fn suspended(j: &mut Value) {
+            set(j, "/spec/suspend", json!(true));
+        }
+        fn started(j: &mut Value) {
+            set(j, "/status/startTime", json!("2026-01-01T00:00:00Z"));
+        }
+        fn suspended_condition(j: &mut Value) {
+            set(j, "/status/conditions", json!([{"type": "Suspended", "status": "True"}]));
+        }
+        fn resize(j: &mut Value) {
+            set(
+                j,
+                "/spec/template/spec/containers/0/resources",
+                json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}),
+            );
+            set(j, "/spec/template/spec/initContainers/0/resources/requests", json!({"memory": "1Gi"}));
+        }
+        run_update(vec![
+            case_after("a running job keeps its resources", none, resize, &[("spec.template", TEMPLATE_IMMUTABLE)]),
+            case_after("a suspended job that never started may change them", suspended, resize, &[]),
+            case_after(
+                "a suspended job that started keeps them while its pods may run",
+                |j| {
+                    suspended(j);
+                    started(j);
+                },
+                resize,
+                &[("spec.template", TEMPLATE_IMMUTABLE)],
+            ),
+            case_after(
+                "a suspended job whose pods are gone may change them",
+                |j| {
+                    suspended(j);
+                    started(j);
+                    suspended_condition(j);
+                },
+                resize,
+                &[],
+            ),
+            case_after(
+                "not while pods are still active",
+                |j| {
+                    suspended(j);
+                    started(j);
+                    suspended_condition(j);
+                    set(j, "/status/active", json!(1));
+                },
+                resize,
+                &[("spec.template", TEMPLATE_IMMUTABLE)],
+            ),
+            case_after(
+                "the condition without spec.suspend is not enough",
+                |j| {
+                    started(j);
+                    suspended_condition(j);
+                },
+                resize,
+                &[("spec.template", TEMPLATE_IMMUTABLE)],
+            ),
+            case_after(
+                "other container fields stay immutable",
+                suspended,
+                |j| {
+                    resize(j);
+                    set(j, "/spec/template/spec/containers/0/image", json!("busybox:2"));
+                },
+                &[("spec.template", TEMPLATE_IMMUTABLE)],
+            ),
+            case_after(
+                "a renamed container does not take new resources",
+                suspended,
+                |j| {
+                    resize(j);
+                    set(j, "/spec/template/spec/containers/0/name", json!("other"));
+                },
                 &[("spec.template", TEMPLATE_IMMUTABLE)],
             ),
         ]);

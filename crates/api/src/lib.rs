@@ -14,3 +14,4 @@ pub mod pdb;
 pub mod pod;
 pub mod quantity;
 pub mod validation;
+pub mod workload;

@@ -6,7 +6,8 @@
 //! the CRD's schema and CEL rules are enforced before, by `crate::crd_schema`), with a warning
 //! for an `InPlaceRestart` JobSet whose pods run no in-place restart agent, AppWrapper
 //! defaulting and validation (upstream's webhooks; the logic lives in `jobset_api::admission`
-//! and `jobset_api::appwrapper`), and RBAC objects' defaulting and validation (`crate::rbac`).
+//! and `jobset_api::appwrapper`), RBAC objects' defaulting and validation (`crate::rbac`), and
+//! Workload and PodGroup validation (`jobset_api::workload`).
 
 use std::sync::Arc;
 
@@ -162,6 +163,25 @@ impl AdmissionHook for AppWrapperAdmission {
     }
 }
 
+/// `scheduling.k8s.io/v1alpha2` Workload validation (`jobset_api::workload`): the spec is
+/// immutable.
+struct WorkloadAdmission;
+
+impl AdmissionHook for WorkloadAdmission {
+    fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
+        causes(jobset_api::workload::validate_workload(obj, old))
+    }
+}
+
+/// `scheduling.k8s.io/v1alpha2` PodGroup validation: one scheduling policy, immutable once set.
+struct PodGroupAdmission;
+
+impl AdmissionHook for PodGroupAdmission {
+    fn validate(&self, obj: &Value, old: Option<&Value>, _lookup: &dyn Lookup) -> Vec<Cause> {
+        causes(jobset_api::workload::validate_pod_group(obj, old))
+    }
+}
+
 /// `extra` with the built-in hooks in front, but for the custom kinds of `external` (`(group,
 /// kind)`), whose admission webhooks a `jobset manager` serves.
 pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admission {
@@ -185,6 +205,9 @@ pub fn with_builtins(extra: Admission, external: &[(String, String)]) -> Admissi
         a.register(group, kind, Arc::new(AppWrapperAdmission));
     }
     a.register(jobset_api::pdb::GROUP, jobset_api::pdb::KIND, Arc::new(crate::pdb::PdbAdmission));
+    use jobset_api::workload::{GROUP as SCHEDULING, POD_GROUP_KIND, WORKLOAD_KIND};
+    a.register(SCHEDULING, WORKLOAD_KIND, Arc::new(WorkloadAdmission));
+    a.register(SCHEDULING, POD_GROUP_KIND, Arc::new(PodGroupAdmission));
     for kind in crate::rbac::KINDS {
         a.register(crate::rbac::GROUP, kind, Arc::new(crate::rbac::RbacAdmission { kind }));
     }

@@ -721,8 +721,10 @@ mod tests {
         let missing: Vec<String> = registry
             .all()
             .iter()
-            // Reviews decode their own bodies (`crate::review`); CRDs are not in the descriptor set.
+            // Reviews decode their own bodies (`crate::review`); CRDs are not in the descriptor set,
+            // nor (yet) the alpha `scheduling.k8s.io/v1alpha2` kinds: their clients send JSON.
             .filter(|d| d.builtin && d.review.is_none() && !d.is_crd())
+            .filter(|d| d.api_version() != jobset_api::workload::API_VERSION)
             .filter(|d| message_for(&d.api_version(), &d.kind).is_none())
             .map(|d| format!("{}/{}", d.api_version(), d.kind))
             .collect();

@@ -15,6 +15,7 @@ use anyhow::Context;
 mod appwrapper;
 mod compare;
 mod crd;
+mod gang;
 mod in_place;
 mod manager;
 mod phases;
@@ -118,6 +119,16 @@ pub enum BenchCommand {
         /// Print pod and Job counts by restart attempt every `progress` (e.g. 1s).
         #[arg(long, value_parser = crate::parse_duration)]
         progress: Option<Duration>,
+    },
+    /// Gang scheduling (KEP-4671): one JobSet scheduled pod by pod, then as one gang
+    /// (`jobset.sigs.k8s.io/gang-policy: JobSetAsGang`), each on a fresh cluster: from the last pod
+    /// created to every pod bound.
+    Gang {
+        /// Pods in the JobSet (one Indexed Job).
+        #[arg(long, default_value_t = 5_000)]
+        pods: i32,
+        #[arg(long, default_value_t = 500)]
+        nodes: usize,
     },
     /// In-place restart: for each pod count, a JobSet (`InPlaceRestart`, every pod with the
     /// agent, run by the simulated runtime with the real agent logic) from create to all
@@ -295,6 +306,7 @@ pub async fn run(what: BenchCommand) -> anyhow::Result<()> {
             process_startup(pods).await?;
             restart_all_containers(restarts).await
         }
+        BenchCommand::Gang { pods, nodes } => gang::bench(pods, nodes).await,
         BenchCommand::Jobset { jobs, pods_per_job, nodes, progress } => {
             jobset_bench(jobs, pods_per_job, nodes, progress).await
         }

@@ -677,3 +677,186 @@ async fn exclusive_placement_of_a_hundred_jobs_on_five_hundred_nodes() {
     eprintln!("100 exclusive jobs of 40 pods on 500 nodes bound in {took:?}");
     assert!(took < Duration::from_secs(10), "{took:?}");
 }
+
+mod gang {
+    //! Gang scheduling (KEP-4671) end to end against the in-process embedded API server: PodGroups
+    //! with `schedulingPolicy.gang.minCount`, pods linked by `spec.schedulingGroup.podGroupName`, the
+    //! scheduler binding a gang all or nothing; the tests wait through watches, with a timeout.
+
+    use futures::TryStreamExt;
+    use k8s_openapi::api::events::v1::Event;
+    use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
+    use kube::api::ListParams;
+
+    use super::*;
+
+    impl Cluster {
+        fn groups(&self) -> Api<PodGroup> {
+            Api::default_namespaced(self.client.clone())
+        }
+
+        async fn gpu_node(&self, name: &str) {
+            let alloc = json!({"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": "4"});
+            let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "spec": {},
+            "status": {"capacity": alloc, "allocatable": alloc, "conditions": [{"type": "Ready", "status": "True"}]},
+        }))
+        .unwrap();
+            Api::<Node>::all(self.client.clone()).create(&PostParams::default(), &node).await.unwrap();
+        }
+
+        async fn cordon(&self, name: &str, cordoned: bool) {
+            let patch = Patch::Merge(json!({"spec": {"unschedulable": cordoned}}));
+            Api::<Node>::all(self.client.clone()).patch(name, &PatchParams::default(), &patch).await.unwrap();
+        }
+
+        async fn gang(&self, name: &str, min_count: i32) {
+            let pg: PodGroup = serde_json::from_value(
+                json!({"metadata": {"name": name}, "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}}}),
+            )
+            .unwrap();
+            self.groups().create(&PostParams::default(), &pg).await.unwrap();
+        }
+
+        /// Creates `count` pods of `group` asking for 2 GPUs each: `<group>-0`, ...
+        async fn gang_pods(&self, group: &str, count: usize) {
+            for i in 0..count {
+                let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("{group}-{i}")},
+                "spec": {"schedulingGroup": {"podGroupName": group}, "containers": [{"name": "main", "image": "busybox",
+                    "resources": {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}}]},
+            }))
+            .unwrap();
+                self.pods().create(&PostParams::default(), &pod).await.unwrap();
+            }
+        }
+
+        /// Waits for the PodGroup's `PodGroupScheduled` condition with this status and returns its
+        /// (reason, message).
+        async fn group_condition(&self, name: &str, status: &'static str) -> (String, String) {
+            let cond = |g: &PodGroup| {
+                let cs = g.status.as_ref()?.conditions.as_ref()?;
+                let c = cs.iter().find(|c| c.type_ == "PodGroupScheduled" && c.status == status)?;
+                Some((c.reason.clone(), c.message.clone()))
+            };
+            let found = tokio::time::timeout(
+                WAIT,
+                await_condition(self.groups(), name, move |g: Option<&PodGroup>| g.and_then(cond).is_some()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for PodGroup {name} to have PodGroupScheduled={status}"));
+            cond(&found.unwrap().unwrap()).unwrap()
+        }
+
+        /// Waits for the PodGroup's `PodGroupScheduled` condition, whatever its status, and returns
+        /// (status, reason).
+        async fn group_condition_any(&self, name: &str) -> (String, String) {
+            let cond = |g: &PodGroup| {
+                let cs = g.status.as_ref()?.conditions.as_ref()?;
+                let c = cs.iter().find(|c| c.type_ == "PodGroupScheduled")?;
+                Some((c.status.clone(), c.reason.clone()))
+            };
+            let found = tokio::time::timeout(
+                WAIT,
+                await_condition(self.groups(), name, move |g: Option<&PodGroup>| g.and_then(cond).is_some()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for PodGroup {name}'s PodGroupScheduled condition"));
+            cond(&found.unwrap().unwrap()).unwrap()
+        }
+
+        /// Waits, through a watch, for an event `pred` accepts.
+        async fn wait_event(&self, pred: impl Fn(&Event) -> bool) {
+            let events: Api<Event> = Api::default_namespaced(self.client.clone());
+            let stream = watcher(events, watcher::Config::default()).applied_objects();
+            let mut stream = std::pin::pin!(stream);
+            tokio::time::timeout(WAIT, async {
+                while let Some(e) = stream.try_next().await.unwrap() {
+                    if pred(&e) {
+                        return;
+                    }
+                }
+            })
+            .await
+            .expect("timed out waiting for the event");
+        }
+
+        /// The pods of `group` bound to a node.
+        async fn bound_of(&self, group: &str) -> Vec<String> {
+            let pods = self.pods().list(&ListParams::default()).await.unwrap();
+            let mut names: Vec<String> = pods
+                .items
+                .iter()
+                .filter(|p| p.name_any().starts_with(&format!("{group}-")))
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .map(|p| p.name_any())
+                .collect();
+            names.sort();
+            names
+        }
+
+        async fn wait_bound(&self, group: &str, count: usize) {
+            for i in 0..count {
+                let name = format!("{group}-{i}");
+                let bound = |p: Option<&Pod>| p.and_then(|p| p.spec.as_ref()?.node_name.as_ref()).is_some();
+                tokio::time::timeout(WAIT, await_condition(self.pods(), &name, bound))
+                    .await
+                    .unwrap_or_else(|_| panic!("timed out waiting for {name} to be bound"))
+                    .unwrap();
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_gang_stays_entirely_pending_while_it_cannot_fit_and_starts_together_once_it_can() {
+        let mut c = Cluster::new();
+        c.start();
+        c.gpu_node("n1").await;
+        c.gpu_node("n2").await;
+        c.cordon("n2", true).await;
+        c.gang("train", 3).await;
+        c.gang_pods("train", 3).await;
+
+        let (reason, message) = c.group_condition("train", "False").await;
+        assert_eq!(reason, "Unschedulable");
+        assert!(
+            message.starts_with("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining: 0/2 nodes are available"),
+            "{message}"
+        );
+        assert_eq!(c.bound_of("train").await, Vec::<String>::new(), "two pods fit on n1, yet none is bound");
+        c.wait_event(|e: &Event| {
+            e.reason.as_deref() == Some("FailedScheduling")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("train")
+                && e.note.as_deref().is_some_and(|n| n.starts_with("minCount (3) cannot be satisfied"))
+        })
+        .await;
+
+        c.cordon("n2", false).await;
+        c.wait_bound("train", 3).await;
+        let (reason, _) = c.group_condition("train", "True").await;
+        assert_eq!(reason, "Scheduled");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn of_two_gangs_that_each_fit_alone_one_gets_everything_and_the_other_nothing() {
+        let mut c = Cluster::new();
+        c.gpu_node("n1").await;
+        c.gpu_node("n2").await;
+        c.gang("a", 3).await;
+        c.gang("b", 3).await;
+        // Both gangs wait before the scheduler starts: its first round sees them together.
+        c.gang_pods("a", 3).await;
+        c.gang_pods("b", 3).await;
+        c.start();
+
+        // Each gang's condition is written in the round that tried both.
+        let (a, _) = c.group_condition_any("a").await;
+        let (scheduled, waiting) = if a == "True" { ("a", "b") } else { ("b", "a") };
+        c.wait_bound(scheduled, 3).await;
+        c.group_condition(waiting, "False").await;
+        c.group_condition(scheduled, "True").await;
+        assert_eq!(c.bound_of(scheduled).await.len(), 3);
+        assert_eq!(c.bound_of(waiting).await, Vec::<String>::new(), "the other gang is not half-bound");
+    }
+}

@@ -153,9 +153,12 @@ fn job_ready_or_done(j: &Job) -> bool {
     have >= j.spec.as_ref().and_then(|s| s.parallelism).unwrap_or(1)
 }
 
+/// When the Job failed: its `FailureTarget` condition (the JobSet controller acts on it, and a
+/// restart may delete the Job before `Failed` is set), else its `Failed` one.
 fn failed_condition_time(j: &Job) -> Option<Timestamp> {
     let conds = j.status.as_ref()?.conditions.as_ref()?;
-    let c = conds.iter().find(|c| c.type_ == "Failed" && c.status == "True")?;
+    let on = |t: &str| conds.iter().find(|c| c.type_ == t && c.status == "True");
+    let c = on("FailureTarget").or_else(|| on("Failed"))?;
     c.last_transition_time.as_ref().map(|t| t.0)
 }
 
@@ -304,7 +307,7 @@ fn check_recreate(r: &Recorded, i: usize, scope: &[String], decided: impl Fn(&Jo
         .iter()
         .filter(|j| uid_of(*j) == failed_uid)
         .find_map(failed_condition_time)
-        .unwrap_or_else(|| panic!("{failed_job} never had a Failed condition"));
+        .unwrap_or_else(|| panic!("{failed_job} never had a FailureTarget or Failed condition"));
     let pod_name = t.pod.clone().unwrap_or_else(|| panic!("trigger.pod: {rec:#?}"));
     let container_name = t.container.clone().unwrap_or_else(|| panic!("trigger.container: {rec:#?}"));
     let exit_code = t.exit_code.unwrap_or_else(|| panic!("trigger.exitCode: {rec:#?}"));

@@ -137,6 +137,9 @@ impl Configuration {
             in_place_restart: gate("InPlaceRestart"),
             restart_job: gate("RestartJob"),
             elastic_jobset: gate("ElasticJobSet"),
+            mutable_pod_resources: gate("MutablePodResourcesForSuspendedJobSets"),
+            execution_attempts: gate("ExecutionAttemptsTracking"),
+            active_deadline: gate("JobSetActiveDeadlineSeconds"),
         })
     }
 }
@@ -356,7 +359,14 @@ const ALL_ALPHA: &str = "AllAlpha";
 /// `pkg/features` (`TLSOptions` is GA, locked to true) and component-base's own two gates.
 fn check_gate(name: &str, enabled: bool) -> Result<(), String> {
     match name {
-        "InPlaceRestart" | "RestartJob" | "ElasticJobSet" | ALL_ALPHA | "AllBeta" => Ok(()),
+        "InPlaceRestart"
+        | "RestartJob"
+        | "ElasticJobSet"
+        | "MutablePodResourcesForSuspendedJobSets"
+        | "ExecutionAttemptsTracking"
+        | "JobSetActiveDeadlineSeconds"
+        | ALL_ALPHA
+        | "AllBeta" => Ok(()),
         "TLSOptions" if enabled => Ok(()),
         "TLSOptions" => Err(format!("cannot set feature gate {name} to {enabled}, feature is locked to true")),
         _ => Err(format!("unrecognized feature gate: {name}")),
@@ -1433,6 +1443,23 @@ featureGates:
             ("{AllAlpha: true, ElasticJobSet: false}", (true, true, false)),
         ] {
             assert_eq!(gates(&parse_ok(&format!("featureGates: {gates_yaml}\n"))), want, "{gates_yaml}");
+        }
+        // KEP-1150's gate, alpha upstream: on unless turned off.
+        for (gates_yaml, want) in
+            [("{}", true), ("{MutablePodResourcesForSuspendedJobSets: false}", false), ("{AllAlpha: false}", false)]
+        {
+            let f = parse_ok(&format!("featureGates: {gates_yaml}\n")).features().unwrap();
+            assert_eq!(f.mutable_pod_resources, want, "{gates_yaml}");
+        }
+        // The gates KEP-1282 and KEP-1186 design: on unless turned off.
+        for (gates_yaml, want) in [
+            ("{}", (true, true)),
+            ("{ExecutionAttemptsTracking: false}", (false, true)),
+            ("{JobSetActiveDeadlineSeconds: false}", (true, false)),
+            ("{AllAlpha: false}", (false, false)),
+        ] {
+            let f = parse_ok(&format!("featureGates: {gates_yaml}\n")).features().unwrap();
+            assert_eq!((f.execution_attempts, f.active_deadline), want, "{gates_yaml}");
         }
     }
 

@@ -29,6 +29,9 @@ pub const COORDINATOR: &str = "jobset.sigs.k8s.io/coordinator";
 pub const PRIORITY: &str = "jobset.sigs.k8s.io/priority";
 pub const IN_PLACE_RESTART_ATTEMPT: &str = "jobset.sigs.k8s.io/in-place-restart-attempt";
 pub const DISABLE_IN_PLACE_RESTART: &str = "jobset.sigs.k8s.io/disable-in-place-restart";
+/// KEP-1282: `status.executionAttempts` when the Job was created or resumed (Jobs and pod
+/// templates; an annotation only).
+pub const EXECUTION_ATTEMPT: &str = "jobset.sigs.k8s.io/execution-attempt";
 
 // Exclusive placement.
 pub const EXCLUSIVE_TOPOLOGY: &str = "alpha.jobset.sigs.k8s.io/exclusive-topology";
@@ -51,6 +54,8 @@ pub const COND_STARTUP_COMPLETED: &str = "StartupPolicyCompleted";
 pub const REASON_ALL_JOBS_COMPLETED: &str = "AllJobsCompleted";
 pub const REASON_FAILED_JOBS: &str = "FailedJobs";
 pub const REASON_REACHED_MAX_RESTARTS: &str = "ReachedMaxRestarts";
+/// KEP-1186: `activeDeadlineSeconds` passed.
+pub const REASON_DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 pub const REASON_FAIL_JOBSET_ACTION: &str = "FailJobSetFailurePolicyAction";
 pub const REASON_SUSPENDED: &str = "SuspendedJobs";
 pub const REASON_RESUMED: &str = "ResumeJobs";
@@ -77,6 +82,8 @@ pub const REASON_FAIL_JOB_ACTION: &str = "FailJobFailurePolicyAction";
 pub const REASON_JOB_CREATION_FAILED: &str = "JobCreationFailed";
 pub const REASON_HEADLESS_SERVICE_CREATION_FAILED: &str = "HeadlessServiceCreationFailed";
 pub const REASON_PVC_CREATION_FAILED: &str = "PVCCreationFailed";
+/// KEP-1150: a resumed Job refused its template's new container resources.
+pub const REASON_FAILED_RESOURCE_PROPAGATION: &str = "FailedResourcePropagation";
 
 // Messages.
 pub const MSG_ALL_JOBS_COMPLETED: &str = "jobset completed successfully";

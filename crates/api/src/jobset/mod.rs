@@ -3,6 +3,7 @@
 pub mod agent;
 pub mod defaults;
 pub mod exclusive;
+pub mod gang;
 pub mod keys;
 pub mod types;
 pub mod validation;

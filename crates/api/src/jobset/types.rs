@@ -6,7 +6,9 @@
 //! - `ReplicatedJobStatus.restarts`, `.restartsCountTowardsMax` (the replicated job's own restarts)
 //!   and `.failedJobIndexes` (the Jobs a `FailJob` rule left failed);
 //! - `JobSetStatus.restartHistory`: the last restarts, their triggers and phase times
-//!   ([`RestartRecord`]).
+//!   ([`RestartRecord`]);
+//! - per-rule restart budgets: `FailurePolicyRule.maxRestarts` and
+//!   `JobSetStatus.failurePolicyRulesStatus` ([`FailurePolicyRuleStatus`]).
 //!
 //! A replicated job's `template` is kept as raw JSON ([`JobTemplate`]) so that fields a typed
 //! client does not know (e.g. the local-mode `setConditionReason` of a podFailurePolicy rule)
@@ -16,7 +18,7 @@
 //! carry upstream's kubebuilder markers (CEL rules, list types, bounds, defaults, required).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, ObjectMeta, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -104,6 +106,11 @@ pub struct JobSetSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i32>,
+    /// KEP-1186: how long the JobSet may be continuously active (from `status.startTime`) before
+    /// it fails with reason `DeadlineExceeded` and its active Jobs are deleted. Mutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub active_deadline_seconds: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 50), extend("x-kubernetes-list-type" = "atomic", "x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub volume_claim_policies: Vec<VolumeClaimPolicy>,
@@ -234,6 +241,12 @@ pub struct FailurePolicyRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     pub target_replicated_jobs: Vec<String>,
+    /// Extension (per-rule restart budget, upstream issue #976): the restarts this rule may make,
+    /// counted in `status.failurePolicyRulesStatus` and not towards `failurePolicy.maxRestarts`.
+    /// Only for `RestartJobSet`, `RestartJob` and `RestartReplicatedJob`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_restarts: Option<i32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -362,6 +375,32 @@ pub struct JobSetStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     #[schemars(range(min = 0))]
     pub in_place_restarts: i32,
+    /// KEP-1282: the JobSet's runs; 0 for the first, one more for each resume and each restart
+    /// of the whole JobSet. Unset until it first runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub execution_attempts: Option<i32>,
+    /// KEP-1186: when the JobSet last became active (first start, resume, or restart of the
+    /// whole JobSet); cleared while suspended. `activeDeadlineSeconds` counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// Extension (per-rule restart budget): the restarts of each failure-policy rule that has its
+    /// own `maxRestarts`, once it restarted something.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub failure_policy_rules_status: Vec<FailurePolicyRuleStatus>,
+}
+
+/// Extension: the restarts a failure-policy rule with its own `maxRestarts` made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["name", "restarts"]))]
+pub struct FailurePolicyRuleStatus {
+    pub name: String,
+    /// Restarts the rule made (recreated or in place), each spending its `maxRestarts`.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub restarts: i32,
 }
 
 /// Extension: what a restart restarted.

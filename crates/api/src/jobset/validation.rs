@@ -12,7 +12,13 @@
 //! Extensions of jobset-rs: the actions `RestartReplicatedJob`,
 //! `RestartReplicatedJobAndIgnoreMaxRestarts` (gated like `RestartJob`) and `FailJob` are
 //! accepted; a rule's `onJobFailureReasons` may also name the `setConditionReason` of a `FailJob`
-//! rule of some replicated job's podFailurePolicy (KEP-262's HPC story).
+//! rule of some replicated job's podFailurePolicy (KEP-262's HPC story); a rule's own
+//! `maxRestarts` (per-rule restart budget) must be non-negative and is only for the counted restart
+//! actions.
+//!
+//! KEP-1150 (`MutablePodResourcesForSuspendedJobSets`, alpha upstream, on here): while the JobSet
+//! is or is being suspended, its containers' and init containers' `resources.requests` and
+//! `resources.limits` may change too.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -34,11 +40,27 @@ pub struct Features {
     pub restart_job: bool,
     /// `ElasticJobSet`: mutable parallelism/completions of Indexed replicated jobs.
     pub elastic_jobset: bool,
+    /// `MutablePodResourcesForSuspendedJobSets` (KEP-1150): mutable container and init-container
+    /// `resources.requests`/`limits` of a suspended JobSet.
+    pub mutable_pod_resources: bool,
+    /// `ExecutionAttemptsTracking` (KEP-1282): `status.executionAttempts` and the
+    /// `jobset.sigs.k8s.io/execution-attempt` annotation.
+    pub execution_attempts: bool,
+    /// `JobSetActiveDeadlineSeconds` (KEP-1186): `spec.activeDeadlineSeconds` and
+    /// `status.startTime`.
+    pub active_deadline: bool,
 }
 
 impl Default for Features {
     fn default() -> Self {
-        Features { in_place_restart: true, restart_job: true, elastic_jobset: true }
+        Features {
+            in_place_restart: true,
+            restart_job: true,
+            elastic_jobset: true,
+            mutable_pod_resources: true,
+            execution_attempts: true,
+            active_deadline: true,
+        }
     }
 }
 
@@ -56,6 +78,19 @@ const JOB_NAME_TOO_LONG: &str =
 const POD_NAME_TOO_LONG: &str =
     "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters";
 const DNS1035_MAX_LEN: &str = "must be no more than 63 characters";
+
+/// KEP-1186's guard: with `JobSetActiveDeadlineSeconds` off, `activeDeadlineSeconds` may not be
+/// set or changed (an unchanged value and clearing it are allowed).
+fn active_deadline_gate(spec: &JobSetSpec, old: Option<&JobSetSpec>, features: &Features) -> Option<FieldError> {
+    let value = spec.active_deadline_seconds?;
+    let unchanged = old.is_some_and(|o| o.active_deadline_seconds == Some(value));
+    (!features.active_deadline && !unchanged).then(|| {
+        FieldError::forbidden(
+            "spec.activeDeadlineSeconds",
+            "may not be set when the JobSetActiveDeadlineSeconds feature gate is disabled",
+        )
+    })
+}
 
 /// Validates a JobSet on create (`old` is `None`) or update.
 pub fn validate_jobset(obj: &Value, old: Option<&Value>, features: &Features) -> Vec<FieldError> {
@@ -77,7 +112,7 @@ pub fn validate_jobset_in(
         Ok(s) => s,
         Err(e) => return vec![FieldError::internal(NIL_PATH, e.to_string())],
     };
-    match old {
+    let mut errs = match old {
         None => validate_create(obj, &spec, features, claim),
         Some(old) => {
             // An old object that does not parse cannot be compared field by field.
@@ -86,7 +121,10 @@ pub fn validate_jobset_in(
                 Err(_) => vec![],
             }
         }
-    }
+    };
+    // Extension: the gang-scheduling annotation (`super::gang`).
+    errs.extend(super::gang::validate(obj, old));
+    errs
 }
 
 /// A plain (non-field) webhook error, as `toFieldErrorList` wraps it.
@@ -151,6 +189,7 @@ fn validate_create(obj: &Value, spec: &JobSetSpec, features: &Features, claim: &
     if !features.in_place_restart && in_place {
         errs.push(plain("InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled"));
     }
+    errs.extend(active_deadline_gate(spec, None, features));
     if spec.replicated_jobs.first().is_some_and(|r| !r.depends_on.is_empty()) {
         errs.push(plain("DependsOn can't be set for the first ReplicatedJob"));
     }
@@ -330,6 +369,22 @@ fn validate_failure_policy(
                 rule.name
             )));
         }
+        if let Some(max) = rule.max_restarts {
+            let path = format!("spec.failurePolicy.rules[{i}].maxRestarts");
+            if max < 0 {
+                errs.push(FieldError::invalid(&path, &json!(max), "must be greater than or equal to 0"));
+            }
+            // An `...AndIgnoreMaxRestarts` rule spends no budget, a failing one restarts nothing.
+            if !matches!(rule.action, A::RestartJobSet | A::RestartJob | A::RestartReplicatedJob) {
+                errs.push(FieldError::forbidden(
+                    &path,
+                    format!(
+                        "may not be set for action {}: only RestartJobSet, RestartJob and RestartReplicatedJob rules have a restart budget",
+                        rule.action.as_str()
+                    ),
+                ));
+            }
+        }
         for target in &rule.target_replicated_jobs {
             if !rjob_names.contains(target.as_str()) {
                 errs.push(plain(format!(
@@ -482,6 +537,7 @@ fn validate_update(
     features: &Features,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
+    errs.extend(active_deadline_gate(spec, Some(old_spec), features));
     let old_by_name: HashMap<&str, &ReplicatedJob> =
         old_spec.replicated_jobs.iter().map(|r| (r.name.as_str(), r)).collect();
     let old_raw: HashMap<&str, &Value> = old
@@ -564,6 +620,9 @@ fn validate_update(
             ] {
                 copy_from(m, prev_raw, p);
             }
+            if features.mutable_pod_resources {
+                munge_container_resources(m, prev_raw);
+            }
         }
     }
 
@@ -576,6 +635,28 @@ fn validate_update(
         errs.push(FieldError::invalid_rendered("spec.managedBy", render_opt(spec.managed_by.clone()), IMMUTABLE));
     }
     errs
+}
+
+/// KEP-1150's `mungeContainerResources`: each container and init container of the replicated job
+/// `target` takes the `resources.requests` and `resources.limits` of the container of the same
+/// name in `source`, so that only those may differ; `resources.claims`, a container added or
+/// removed and every other field still count as changes.
+fn munge_container_resources(target: &mut Value, source: &Value) {
+    for key in ["containers", "initContainers"] {
+        let path = ["template", "spec", "template", "spec", key];
+        let Some(old) = path.iter().try_fold(source, |v, k| v.get(*k)).and_then(Value::as_array) else { continue };
+        let Some(new) = path.iter().try_fold(&mut *target, |v, k| v.get_mut(*k)).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in new {
+            let name = c.get("name").cloned();
+            if let Some(o) = old.iter().find(|o| o.get("name") == name.as_ref()) {
+                for field in ["requests", "limits"] {
+                    copy_from(c, o, &["resources", field]);
+                }
+            }
+        }
+    }
 }
 
 /// Sets `path` in `target` to its value in `source`, or removes it when `source` lacks it.
@@ -686,6 +767,17 @@ mod tests {
         Features::default()
     }
 
+    fn all_off() -> Features {
+        Features {
+            in_place_restart: false,
+            restart_job: false,
+            elastic_jobset: false,
+            mutable_pod_resources: false,
+            execution_attempts: false,
+            active_deadline: false,
+        }
+    }
+
     struct Case {
         name: &'static str,
         mutate: fn(&mut Value),
@@ -727,7 +819,7 @@ mod tests {
     #[test]
     fn a_valid_upstream_style_jobset_passes() {
         assert_eq!(rendered(validate_jobset(&base(), None, &all_on())), Vec::<String>::new());
-        let mut gated = Features { in_place_restart: false, restart_job: false, elastic_jobset: false };
+        let mut gated = all_off();
         assert!(validate_jobset(&base(), None, &gated).is_empty());
         gated.elastic_jobset = true;
         assert!(validate_jobset(&base(), Some(&base()), &gated).is_empty());
@@ -1138,8 +1230,73 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_restart_budget_is_non_negative_and_only_for_counted_restart_actions() {
+        let budget = |action: &str, max: i64| json!({"maxRestarts": 3, "rules": [{"name": "infra", "action": action, "maxRestarts": max}]});
+        let forbidden = |action: &str| {
+            format!(
+                "spec.failurePolicy.rules[0].maxRestarts: Forbidden: may not be set for action {action}: only RestartJobSet, RestartJob and RestartReplicatedJob rules have a restart budget"
+            )
+        };
+        // (case, failurePolicy, errors)
+        let cases: Vec<(&str, Value, Vec<String>)> = vec![
+            ("a RestartJobSet budget", budget("RestartJobSet", 100), vec![]),
+            ("a RestartJob budget", budget("RestartJob", 2), vec![]),
+            ("a RestartReplicatedJob budget of 0", budget("RestartReplicatedJob", 0), vec![]),
+            (
+                "a negative budget names the field",
+                budget("RestartJobSet", -1),
+                vec![
+                    "spec.failurePolicy.rules[0].maxRestarts: Invalid value: -1: must be greater than or equal to 0"
+                        .into(),
+                ],
+            ),
+            (
+                "an ignoring action spends no budget",
+                budget("RestartJobSetAndIgnoreMaxRestarts", 5),
+                vec![forbidden("RestartJobSetAndIgnoreMaxRestarts")],
+            ),
+            ("FailJobSet restarts nothing", budget("FailJobSet", 5), vec![forbidden("FailJobSet")]),
+            ("FailJob restarts nothing", budget("FailJob", 5), vec![forbidden("FailJob")]),
+        ];
+        for (case, policy, want) in cases {
+            let mut v = base();
+            set(&mut v, "/spec/failurePolicy", policy);
+            assert_eq!(rendered(validate_jobset(&v, None, &all_on())), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn kep_1186_active_deadline_seconds_may_not_be_set_or_changed_with_its_gate_off() {
+        let with = |v: Option<i64>| {
+            let mut o = base();
+            if let Some(v) = v {
+                o["spec"]["activeDeadlineSeconds"] = json!(v);
+            }
+            o
+        };
+        let off = Features { active_deadline: false, ..Features::default() };
+        let err = "spec.activeDeadlineSeconds: Forbidden: may not be set when the JobSetActiveDeadlineSeconds feature gate is disabled";
+        // (case, old, new, gate on, errors)
+        type Case<'a> = (&'a str, Option<Option<i64>>, Option<i64>, bool, &'a [&'a str]);
+        let cases: [Case; 7] = [
+            ("created with the gate on", None, Some(60), true, &[]),
+            ("created with the gate off", None, Some(60), false, &[err]),
+            ("changed with the gate on (mutable)", Some(Some(60)), Some(5), true, &[]),
+            ("added with the gate off", Some(None), Some(60), false, &[err]),
+            ("changed with the gate off", Some(Some(60)), Some(5), false, &[err]),
+            ("unchanged with the gate off", Some(Some(60)), Some(60), false, &[]),
+            ("cleared with the gate off", Some(Some(60)), None, false, &[]),
+        ];
+        for (case, old, new, gate, want) in cases {
+            let features = if gate { Features::default() } else { off.clone() };
+            let old = old.map(with);
+            assert_eq!(rendered(validate_jobset(&with(new), old.as_ref(), &features)), want, "{case}");
+        }
+    }
+
+    #[test]
     fn gated_features_are_rejected_when_their_gate_is_off() {
-        let off = Features { in_place_restart: false, restart_job: false, elastic_jobset: false };
+        let off = all_off();
         let gate = "<nil>: Internal error: RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob feature gate is disabled";
         let cases = vec![
             case(
@@ -1219,6 +1376,112 @@ mod tests {
         assert_eq!(rendered(validate_jobset(&v, Some(&base()), &all_on())), errs, "on update too");
         // A stored object that does not decode is not compared.
         assert_eq!(rendered(validate_jobset(&base(), Some(&v), &all_on())), Vec::<String>::new());
+    }
+
+    #[test]
+    fn kep_1150_container_resources_are_mutable_only_while_suspended() {
+        const C: &str = "/spec/replicatedJobs/1/template/spec/template/spec/containers/0";
+        const IMMUTABLE: &str = "spec.replicatedJobs: field is immutable";
+        let with = |suspend: bool, resources: Value| -> Value {
+            let mut v = base();
+            set(&mut v, "/spec/suspend", json!(suspend));
+            set(&mut v, &format!("{C}/resources"), resources);
+            set(
+                &mut v,
+                "/spec/replicatedJobs/1/template/spec/template/spec/initContainers",
+                json!([{"name": "init", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}]),
+            );
+            v
+        };
+        let old = json!({"requests": {"cpu": "4", "nvidia.com/gpu": "1"}, "claims": [{"name": "gpu"}]});
+        let right_sized = json!({"requests": {"cpu": "2", "nvidia.com/gpu": "1"}, "limits": {"cpu": "2"}, "claims": [{"name": "gpu"}]});
+        /// (case, old suspended, new suspended, new resources, edit, gate on, errors)
+        type Case<'a> = (&'a str, bool, bool, Value, fn(&mut Value), bool, &'a [&'a str]);
+        let cases: Vec<Case> = vec![
+            (
+                "the KEP's story: requests and limits of a suspended JobSet",
+                true,
+                true,
+                right_sized.clone(),
+                |_| {},
+                true,
+                &[],
+            ),
+            (
+                "an init container's",
+                true,
+                true,
+                old.clone(),
+                |v| {
+                    set(
+                        v,
+                        "/spec/replicatedJobs/1/template/spec/template/spec/initContainers/0/resources/requests/cpu",
+                        json!("2"),
+                    )
+                },
+                true,
+                &[],
+            ),
+            ("resized and resumed in one update", true, false, right_sized.clone(), |_| {}, true, &[]),
+            (
+                "a running JobSet keeps upstream's message",
+                false,
+                false,
+                right_sized.clone(),
+                |_| {},
+                true,
+                &[IMMUTABLE],
+            ),
+            ("the gate off", true, true, right_sized.clone(), |_| {}, false, &[IMMUTABLE]),
+            (
+                "claims stay immutable",
+                true,
+                true,
+                json!({"requests": {"cpu": "4", "nvidia.com/gpu": "1"}}),
+                |_| {},
+                true,
+                &[IMMUTABLE],
+            ),
+            (
+                "another container field stays immutable",
+                true,
+                true,
+                right_sized.clone(),
+                |v| set(v, &format!("{C}/image"), json!("other")),
+                true,
+                &[IMMUTABLE],
+            ),
+            (
+                "an added container is a change",
+                true,
+                true,
+                old.clone(),
+                |v| {
+                    let c = v.pointer(C).unwrap().clone();
+                    let list = v.pointer_mut("/spec/replicatedJobs/1/template/spec/template/spec/containers").unwrap();
+                    list.as_array_mut()
+                        .unwrap()
+                        .push(json!({"name": "extra", "image": "busybox", "resources": c["resources"]}));
+                },
+                true,
+                &[IMMUTABLE],
+            ),
+        ];
+        for (case, old_suspended, new_suspended, resources, edit, gate, want) in cases {
+            let before = with(old_suspended, old.clone());
+            let mut after = with(new_suspended, resources);
+            edit(&mut after);
+            let features = Features { mutable_pod_resources: gate, ..Features::default() };
+            // The value shown is the masked copy, as upstream's: only the field and message count.
+            let got: Vec<String> = rendered(validate_jobset(&after, Some(&before), &features))
+                .iter()
+                .map(|e| {
+                    e.split_once(": Invalid value: ")
+                        .map_or(e.clone(), |(f, v)| format!("{f}: {}", &v[v.rfind(": ").unwrap() + 2..]))
+                })
+                .collect();
+            assert_eq!(got, want, "{case}");
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod indexes;
 pub mod pod_failure_policy;
 pub mod success_policy;
 pub mod sync;
+pub mod workload;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,9 @@ pub struct JobControllerConfig {
     /// pods or of its status, once for all the changes in between ([`batch`]); a Job created,
     /// deleted or whose spec changed syncs at once.
     pub sync_batch_period: Duration,
+    /// Kubernetes 1.36's alpha gate `EnableWorkloadWithJob` (off by default, as upstream): gang
+    /// candidates get a Workload and a PodGroup, and their pods join it ([`workload`]).
+    pub workload_with_job: bool,
 }
 
 impl Default for JobControllerConfig {
@@ -72,6 +76,7 @@ impl Default for JobControllerConfig {
             orphan_sweep: Duration::from_secs(1),
             concurrency: 0,
             sync_batch_period: Duration::from_secs(1),
+            workload_with_job: false,
         }
     }
 }
@@ -153,6 +158,64 @@ impl Ctx {
         all
     }
 
+    /// The PodGroup a gang candidate's new pods join, its Workload and PodGroup created when
+    /// missing (`ensureWorkloadAndPodGroup`); None falls back to default scheduling.
+    async fn pod_group_for(&self, job: &Job, pods: usize) -> Result<Option<String>, Error> {
+        use k8s_openapi::api::scheduling::v1alpha2::{PodGroup, Workload};
+        use workload::{PodGroupStep, WorkloadStep};
+        let ns = job.namespace().unwrap_or_default();
+        let workloads: Api<Workload> = Api::namespaced(self.client.clone(), &ns);
+        let referencing: Vec<Workload> = workloads
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|w| workload::references(w, job))
+            .collect();
+        let wl = match workload::workload_step(job, &referencing, workload::is_new(job, pods)) {
+            WorkloadStep::Fallback => return Ok(None),
+            WorkloadStep::Use(wl) => wl.clone(),
+            WorkloadStep::Create => {
+                let created = match workloads.create(&PostParams::default(), &workload::new_workload(job)).await {
+                    Ok(created) => created,
+                    // Ours from a sync whose list ran before the cache showed it: the next sync uses it.
+                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(None),
+                    Err(e) => return Err(e.into()),
+                };
+                let name = created.name_any();
+                let note = format!("Created Workload {name} for Job {}", job.name_any());
+                self.publish(job, EventType::Normal, "WorkloadCreated", note).await;
+                created
+            }
+        };
+        let groups: Api<PodGroup> = Api::namespaced(self.client.clone(), &ns);
+        let made: Vec<PodGroup> = groups
+            .list(&Default::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|g| workload::made_from(g, &wl.name_any()))
+            .collect();
+        Ok(match workload::pod_group_step(job, &made) {
+            PodGroupStep::Fallback => None,
+            PodGroupStep::Use(pg) => Some(pg.name_any()),
+            PodGroupStep::Create => {
+                match groups.create(&PostParams::default(), &workload::new_pod_group(job, &wl)).await {
+                    Ok(pg) => Some(pg.name_any()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Some(workload::new_pod_group(job, &wl).name_any()),
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })
+    }
+
+    async fn publish(&self, job: &Job, type_: EventType, reason: &str, note: String) {
+        let ev = KubeEvent { type_, reason: reason.into(), note: Some(note), action: "Sync".into(), secondary: None };
+        if let Err(err) = self.recorder.publish(&ev, &job.object_ref(&())).await {
+            tracing::warn!(job = %job.name_any(), error = %err, "publishing an event failed");
+        }
+    }
+
     async fn condition_reasons(&self, job: &Job) -> Result<Vec<Option<String>>, Error> {
         let has_policy = job.spec.as_ref().and_then(|s| s.pod_failure_policy.as_ref()).is_some();
         if !has_policy {
@@ -225,10 +288,20 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Err(e) => return Err(e.into()),
         }
     }
+    let mut creates = plan.creates.clone();
+    if ctx.config.workload_with_job
+        && !creates.is_empty()
+        && workload::is_candidate(&job)
+        && let Some(pod_group) = ctx.pod_group_for(&job, pods.len()).await?
+    {
+        for p in &mut creates {
+            workload::join(p, &pod_group);
+        }
+    }
     // Slow start, as upstream: batches of 1, 2, 4, ... created concurrently; a failed batch stops
     // the rest (the next sync recomputes what is missing).
     let mut batch = 1usize;
-    let mut rest: &[Pod] = &plan.creates;
+    let mut rest: &[Pod] = &creates;
     while !rest.is_empty() {
         let (now, later) = rest.split_at(batch.min(rest.len()));
         let pp = PostParams::default();

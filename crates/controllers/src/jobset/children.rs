@@ -31,11 +31,20 @@ impl<'a> Child<'a> {
         }
     }
 
-    /// The `Complete` or `Failed` condition that is True, the first one in condition order.
+    /// How the Job ended: `Complete=True`, else `FailureTarget=True`, else `Failed=True`.
+    /// `FailureTarget` counts as failed (upstream issue #979): the Job controller has decided the
+    /// failure and only waits for its pods to terminate, so the failure policy need not wait. It
+    /// is read before `Failed` because it stays True once `Failed` arrives (same reason and
+    /// message, earlier time): the failure reads the same before and after.
     pub fn finished(&self) -> Option<Finished<'a>> {
         let conds = self.job.status.as_ref()?.conditions.as_ref()?;
-        conds.iter().find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True").map(|c| Finished {
-            failed: c.type_ == "Failed",
+        let on = |t: &str| conds.iter().find(|c| c.type_ == t && c.status == "True");
+        let (c, failed) = match on("Complete") {
+            Some(c) => (c, false),
+            None => (on("FailureTarget").or_else(|| on("Failed"))?, true),
+        };
+        Some(Finished {
+            failed,
             reason: c.reason.as_deref().unwrap_or_default(),
             message: c.message.as_deref().unwrap_or_default(),
             at: c.last_transition_time.as_ref().map(|t| t.0).unwrap_or_default(),
@@ -256,6 +265,10 @@ pub(crate) mod fixtures {
         pub fn failed_with(self, reason: &str, message: &str, at: i64) -> Self {
             self.condition("Failed", reason, message, at)
         }
+        /// `FailureTarget=True`, as the Job controller sets it before the pods are gone.
+        pub fn failure_target(self, reason: &str, at: i64) -> Self {
+            self.condition("FailureTarget", reason, "Job has reached the specified backoff limit", at)
+        }
         pub fn complete(self) -> Self {
             self.condition("Complete", "CompletionsReached", "Reached expected number of succeeded pods", 1)
         }
@@ -401,6 +414,44 @@ mod tests {
         assert_eq!(names(&c.failed), ["js-w-1"]);
         assert_eq!(names(&c.successful), ["js-w-2"]);
         assert_eq!(names(&c.previous), ["js-ps-0"]);
+    }
+
+    #[test]
+    fn a_job_in_failure_target_counts_as_failed_not_active() {
+        // (case, Job, failed?, condition read: (reason, time))
+        let cases = [
+            (
+                "FailureTarget while pods terminate",
+                job("js", "w", 0).counts(1, 0, 0).failure_target("PodFailurePolicy", 5).obj(),
+                Some((true, "PodFailurePolicy", 5)),
+            ),
+            (
+                "FailureTarget then Failed: the FailureTarget reads the same",
+                job("js", "w", 0).failure_target("BackoffLimitExceeded", 5).failed("BackoffLimitExceeded", 9).obj(),
+                Some((true, "BackoffLimitExceeded", 5)),
+            ),
+            (
+                "Failed alone",
+                job("js", "w", 0).failed("BackoffLimitExceeded", 9).obj(),
+                Some((true, "BackoffLimitExceeded", 9)),
+            ),
+            ("Complete", job("js", "w", 0).complete().obj(), Some((false, "CompletionsReached", 1))),
+            ("running", job("js", "w", 0).counts(1, 1, 0).obj(), None),
+        ];
+        for (case, j, want) in cases {
+            let got = Child::of(&j).finished().map(|f| (f.failed, f.reason, f.at.as_second()));
+            assert_eq!(got, want, "{case}");
+        }
+        let jobs = [
+            job("js", "w", 0).counts(1, 0, 0).failure_target("BackoffLimitExceeded", 5).obj(),
+            job("js", "w", 1).counts(1, 1, 0).obj(),
+        ];
+        let refs: Vec<&Job> = jobs.iter().collect();
+        let js = jobset(0, vec![]);
+        let c = classify(&js, &refs).unwrap();
+        assert_eq!((names(&c.failed), names(&c.active)), (vec!["js-w-0".to_string()], vec!["js-w-1".to_string()]));
+        let w = &replicated_job_statuses(&js, &c, &[], true)[0];
+        assert_eq!((w.failed, w.active, w.ready), (1, 1, 1), "the terminating Job is failed, not active");
     }
 
     #[test]

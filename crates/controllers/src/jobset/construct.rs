@@ -134,6 +134,10 @@ pub fn construct_job(js: &JobSet, rj: &ReplicatedJob, index: i32, with_job_resta
         pod_spec.insert("subdomain".into(), json!(js.subdomain()));
     }
     add_claim_volumes(js, pod_spec);
+    // Extension: a gang-scheduled JobSet's pods join their gang's PodGroup.
+    if let Some(group) = jobset_api::jobset::gang::pod_group_name(js, rj) {
+        pod_spec.insert("schedulingGroup".into(), json!({"podGroupName": group}));
+    }
     // The node-selector strategy: nodes labelled and tainted per Job beforehand
     // (upstream's hack/label_nodes).
     if node_selector_strategy {

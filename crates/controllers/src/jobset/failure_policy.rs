@@ -3,7 +3,8 @@
 
 use jobset_api::jobset::keys::*;
 use jobset_api::jobset::{
-    FailurePolicyAction, FailurePolicyRule, JobSet, ReplicatedJobStatus, RestartScope, RestartStrategy, RestartTrigger,
+    FailurePolicyAction, FailurePolicyRule, FailurePolicyRuleStatus, JobSet, JobSetStatus, ReplicatedJobStatus,
+    RestartScope, RestartStrategy, RestartTrigger,
 };
 
 use super::children::{Child, Finished};
@@ -65,7 +66,7 @@ pub fn find_rule<'r, 'a, 'b>(
 
 /// Restarts that count towards `maxRestarts`: the JobSet's own, each replicated job's and each
 /// Job's, recreated or (scoped in-place restart, whose counters stay 0 otherwise) in place.
-pub fn counted_restarts(status: &jobset_api::jobset::JobSetStatus) -> i64 {
+pub fn counted_restarts(status: &JobSetStatus) -> i64 {
     let per_rj: i64 = status
         .replicated_jobs_status
         .iter()
@@ -77,6 +78,30 @@ pub fn counted_restarts(status: &jobset_api::jobset::JobSetStatus) -> i64 {
         })
         .sum();
     status.restarts_count_towards_max as i64 + status.in_place_restarts as i64 + per_rj
+}
+
+/// The restarts failure-policy rule `name` made (`status.failurePolicyRulesStatus`).
+pub fn rule_restarts(status: &JobSetStatus, name: &str) -> i32 {
+    status.failure_policy_rules_status.iter().find(|r| r.name == name).map_or(0, |r| r.restarts)
+}
+
+/// Extension (per-rule restart budget): a restart by `rule`, whose own `maxRestarts` is `max`.
+/// Once the rule's restarts reached it the JobSet fails (`ReachedMaxRestarts`, naming the rule
+/// and `job`); otherwise the restart is counted for the rule, in the same status write. Answers
+/// whether the restart goes on.
+pub fn spend_rule_budget(u: &mut Update, rule: &FailurePolicyRule, max: i32, job: &str) -> bool {
+    if rule_restarts(&u.status, &rule.name) >= max {
+        let message = format!("{MSG_REACHED_MAX_RESTARTS} of failure policy rule {}", rule.name);
+        fail(u, REASON_REACHED_MAX_RESTARTS, with_job(&message, job));
+        return false;
+    }
+    let list = &mut u.status.failure_policy_rules_status;
+    match list.iter_mut().find(|r| r.name == rule.name) {
+        Some(r) => r.restarts += 1,
+        None => list.push(FailurePolicyRuleStatus { name: rule.name.clone(), restarts: 1 }),
+    }
+    u.mark();
+    true
 }
 
 /// `<base> (first failed job: <job>)`, as upstream's messages name the failed Job.
@@ -167,14 +192,23 @@ pub fn execute(
     let action = rule.map(|r| r.action).unwrap_or(FailurePolicyAction::RestartJobSet);
     let name = job.child.name;
     let budget_spent = counted_restarts(&u.status) >= policy.max_restarts as i64;
-    let counted = matches!(
+    let ignore = matches!(
         action,
-        FailurePolicyAction::RestartJobSet
-            | FailurePolicyAction::RestartJob
-            | FailurePolicyAction::RestartReplicatedJob
+        FailurePolicyAction::RestartJobSetAndIgnoreMaxRestarts
+            | FailurePolicyAction::RestartJobAndIgnoreMaxRestarts
+            | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts
     );
+    let restarts = !matches!(action, FailurePolicyAction::FailJobSet | FailurePolicyAction::FailJob);
+    // A rule with its own budget spends it instead of `maxRestarts`.
+    let budget = rule.and_then(|r| Some((r, r.max_restarts?))).filter(|_| restarts);
+    let counted = restarts && !ignore && budget.is_none();
     if counted && budget_spent {
         fail(u, REASON_REACHED_MAX_RESTARTS, with_job(MSG_REACHED_MAX_RESTARTS, name));
+        return Ok(None);
+    }
+    if let Some((r, max)) = budget
+        && !spend_rule_budget(u, r, max, name)
+    {
         return Ok(None);
     }
     let rjob = || job.child.rjob.ok_or_else(|| format!("job {name} has no {REPLICATED_JOB_NAME} label"));
@@ -186,7 +220,7 @@ pub fn execute(
             return Ok(None);
         }
         FailurePolicyAction::RestartJobSet | FailurePolicyAction::RestartJobSetAndIgnoreMaxRestarts => {
-            let (msg, event) = if counted {
+            let (msg, event) = if !ignore {
                 (MSG_RESTART_JOBSET_ACTION, REASON_RESTART_JOBSET_ACTION)
             } else {
                 (MSG_RESTART_JOBSET_IGNORE_ACTION, REASON_RESTART_JOBSET_IGNORE_ACTION)
@@ -209,7 +243,7 @@ pub fn execute(
         FailurePolicyAction::RestartJob | FailurePolicyAction::RestartJobAndIgnoreMaxRestarts => {
             let (rjob, index) = (rjob()?, index()?);
             bump_job(u, js, rjob, index, counted)?;
-            let (msg, event) = if counted {
+            let (msg, event) = if !ignore {
                 (MSG_RESTART_JOB_ACTION, REASON_RESTART_JOB_ACTION)
             } else {
                 (MSG_RESTART_JOB_IGNORE_ACTION, REASON_RESTART_JOB_IGNORE_ACTION)
@@ -228,7 +262,7 @@ pub fn execute(
             }
             s.failed_job_indexes.clear();
             let attempt = s.restarts;
-            let (msg, event) = if counted {
+            let (msg, event) = if !ignore {
                 (MSG_RESTART_REPLICATED_JOB_ACTION, REASON_RESTART_REPLICATED_JOB_ACTION)
             } else {
                 (MSG_RESTART_REPLICATED_JOB_IGNORE_ACTION, REASON_RESTART_REPLICATED_JOB_IGNORE_ACTION)
@@ -276,7 +310,6 @@ mod tests {
     use super::super::children::fixtures::job;
     use super::*;
     use jiff::Timestamp;
-    use jobset_api::jobset::JobSetStatus;
     use k8s_openapi::api::batch::v1::Job;
     use serde_json::json;
 
@@ -584,6 +617,57 @@ mod tests {
                 assert_eq!(s.terminal_state, "Failed");
             }
         }
+    }
+
+    #[test]
+    fn a_rule_with_its_own_budget_counts_apart_from_max_restarts_and_fails_once_it_is_spent() {
+        use jobset_api::jobset::FailurePolicyRuleStatus;
+        let failed = [job("js", "workers", 1).failed("PodFailurePolicy", 1).obj()];
+        let policy = |action: &str| {
+            json!({"maxRestarts": 1, "rules": [
+                {"name": "infra", "action": action, "maxRestarts": 2, "onJobFailureReasons": ["PodFailurePolicy"]},
+                {"name": "app", "action": "RestartJobSet"}]})
+        };
+        let spent = |restarts: i32, global: i32| JobSetStatus {
+            restarts_count_towards_max: global,
+            failure_policy_rules_status: vec![FailurePolicyRuleStatus { name: "infra".into(), restarts }]
+                .into_iter()
+                .filter(|r| r.restarts > 0)
+                .collect(),
+            ..Default::default()
+        };
+        let reached = "jobset failed due to reaching max number of restarts of failure policy rule infra (first failed job: js-workers-1)";
+        for action in ["RestartJobSet", "RestartJob", "RestartReplicatedJob"] {
+            // (case, status before, the rule's restarts after, failed with this message)
+            let cases = [
+                ("the first restart opens the rule's count", spent(0, 0), 1, None),
+                ("a spent maxRestarts does not stop the rule", spent(1, 1), 2, None),
+                ("the rule's budget spent fails the JobSet", spent(2, 0), 2, Some(reached)),
+            ];
+            for (case, status, restarts, fails) in cases {
+                let (s, conds, events) = run(&js(policy(action)), status.clone(), &failed);
+                assert_eq!(rule_restarts(&s, "infra"), restarts, "{action}: {case}");
+                // Nothing counts towards maxRestarts.
+                assert_eq!(counted_restarts(&s), counted_restarts(&status), "{action}: {case}");
+                let failed_cond = conds.iter().find(|c| c.0 == "Failed");
+                assert_eq!(
+                    failed_cond.map(|c| (c.2.as_str(), c.3.as_str())),
+                    fails.map(|m| ("ReachedMaxRestarts", m)),
+                    "{action}: {case}"
+                );
+                if fails.is_none() {
+                    // The action's own event, not its `...AndIgnoreMaxRestarts` form's.
+                    assert_eq!(events.last().unwrap(), &format!("{action}FailurePolicyAction"), "{action}: {case}");
+                    let record = s.restart_history.last().unwrap();
+                    assert!(!record.trigger.counts_towards_max, "{action}: {case}");
+                }
+            }
+        }
+        // A rule without a budget still spends maxRestarts.
+        let app = [job("js", "workers", 1).failed("BackoffLimitExceeded", 1).obj()];
+        let (s, conds, _) = run(&js(policy("RestartJobSet")), spent(1, 1), &app);
+        assert_eq!(conds[0].2, "ReachedMaxRestarts");
+        assert_eq!(rule_restarts(&s, "infra"), 1);
     }
 
     #[test]

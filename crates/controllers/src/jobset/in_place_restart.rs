@@ -319,13 +319,20 @@ impl Kind<'_> {
         self.rule.map_or(FailurePolicyAction::RestartJobSet, |r| r.action)
     }
 
-    /// Whether a restart of this kind counts towards `maxRestarts`.
+    /// Whether a restart of this kind counts towards `maxRestarts` (not when its rule has a budget
+    /// of its own, [`Self::budget`]).
     pub fn counted(&self) -> bool {
-        !matches!(
-            self.action(),
-            FailurePolicyAction::RestartJobAndIgnoreMaxRestarts
-                | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts
-        )
+        self.budget().is_none()
+            && !matches!(
+                self.action(),
+                FailurePolicyAction::RestartJobAndIgnoreMaxRestarts
+                    | FailurePolicyAction::RestartReplicatedJobAndIgnoreMaxRestarts
+            )
+    }
+
+    /// Extension (per-rule restart budget): the rule and its own `maxRestarts`, if it has one.
+    pub fn budget(&self) -> Option<(&'_ FailurePolicyRule, i32)> {
+        self.rule.and_then(|r| Some((r, r.max_restarts?)))
     }
 }
 

@@ -7,6 +7,8 @@
 pub mod children;
 pub mod conditions;
 pub mod construct;
+pub mod deadline;
+pub mod execution_attempts;
 pub mod failure_policy;
 pub mod in_place_restart;
 pub mod metrics;
@@ -211,10 +213,34 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
         match job_api.patch(&p.name, &pp, &Patch::Merge(&p.patch)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // KEP-1150: say why, rather than only retrying (a server without KEP-5440).
+                let template = p.patch.pointer("/spec/template/spec");
+                if ["containers", "initContainers"].iter().any(|k| template.and_then(|t| t.get(*k)).is_some()) {
+                    let message = format!(
+                        "Failed to propagate mutated resources to child Job: {}. Ensure MutablePodResourcesForSuspendedJobs is enabled on the API server.",
+                        api_error_message(&e)
+                    );
+                    publish(ctx, js, true, keys::REASON_FAILED_RESOURCE_PROPAGATION, &message).await;
+                }
+                return Err(e.into());
+            }
         }
     }
 
+    // Extension (gang scheduling, `jobset_api::jobset::gang`): the Workload and the PodGroups
+    // the new Jobs' pods join exist before the Jobs.
+    let replicated_jobs =
+        plan.create_jobs.iter().filter_map(|j| j["metadata"]["labels"][keys::REPLICATED_JOB_NAME].as_str());
+    if let Some((workload, groups)) = jobset_api::jobset::gang::objects_for(js, replicated_jobs)
+        && !plan.create_jobs.is_empty()
+    {
+        use k8s_openapi::api::scheduling::v1alpha2::{PodGroup, Workload};
+        create::<Workload>(ctx, js, ns, &workload, "WorkloadCreationFailed").await?;
+        for g in &groups {
+            create::<PodGroup>(ctx, js, ns, g, "PodGroupCreationFailed").await?;
+        }
+    }
     if !plan.create_jobs.is_empty() {
         // Created from JSON, so template fields unknown to k8s-openapi reach the Job.
         let raw: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ApiResource::erase::<Job>(&()));

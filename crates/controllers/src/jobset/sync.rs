@@ -16,6 +16,8 @@ use serde_json::{Map, Value, json};
 use super::children::{self, Child, Classified};
 use super::conditions::Cond;
 use super::construct::construct_job;
+use super::deadline::{self, Deadline};
+use super::execution_attempts;
 use super::failure_policy::{self, FailedJob};
 use super::in_place_restart::{self, Change, Outcome, Scope, Tally};
 use super::restart_history::{self, TriggerPods};
@@ -93,8 +95,38 @@ pub fn sync(input: &SyncInput) -> Result<Plan, String> {
     let mut plan = decide(input)?;
     if !managed_elsewhere(input.js) {
         record_phases(input, &mut plan.update);
+        if input.features.execution_attempts && !input.js.finished() {
+            execution_attempts(input, &mut plan);
+        }
+        // KEP-1186: a restart of the whole JobSet is a fresh run; its clock starts again.
+        let restarts = input.js.status.as_ref().map_or(0, |s| s.restarts);
+        let u = &mut plan.update;
+        if input.features.active_deadline
+            && !input.js.finished()
+            && u.status.restarts > restarts
+            && deadline::maintain_start_time(input.js, &mut u.status, true, input.now)
+        {
+            u.mark();
+        }
     }
     Ok(plan)
+}
+
+/// KEP-1282: the count of runs this reconcile writes, stamped on the Jobs it creates or resumes.
+fn execution_attempts(input: &SyncInput, plan: &mut Plan) {
+    let none = JobSetStatus::default();
+    let old = input.js.status.as_ref().unwrap_or(&none);
+    let a = execution_attempts::decide(old, &plan.update.status, input.js.suspended());
+    if plan.update.status.execution_attempts != a.status {
+        plan.update.status.execution_attempts = a.status;
+        plan.update.mark();
+    }
+    for j in &mut plan.create_jobs {
+        execution_attempts::stamp_job(j, a.annotation);
+    }
+    for p in &mut plan.patch_jobs {
+        execution_attempts::stamp_resume(&mut p.patch, a.annotation);
+    }
 }
 
 /// Stamps the phases of the open restart records this reconcile sees ended, judged by the status
@@ -140,6 +172,27 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
         plan.update.set(Cond::new(COND_RESTARTING, false, REASON_JOBS_READY, MSG_JOBS_READY));
     }
 
+    // KEP-1186: a deadline passed ends the JobSet before the failure policy could restart it
+    // (and start the clock again), unless it completed.
+    if input.features.active_deadline {
+        if deadline::maintain_start_time(js, &mut plan.update.status, false, input.now) {
+            plan.update.mark();
+        }
+        match deadline::check(js, plan.update.status.start_time.as_ref(), input.now) {
+            Deadline::None => {}
+            Deadline::Remaining(d) => plan.requeue_after = Some(d),
+            Deadline::Exceeded(message) => {
+                if success_policy::satisfied(js, &c.successful) {
+                    complete(&mut plan.update);
+                } else {
+                    plan.delete_jobs.extend(c.active.iter().filter(|j| !j.deleting()).map(|j| j.name.to_string()));
+                    failure_policy::fail(&mut plan.update, REASON_DEADLINE_EXCEEDED, message);
+                }
+                return Ok(plan);
+            }
+        }
+    }
+
     // Failed Jobs a FailJob rule already handled stay failed without another decision.
     let left_failed = |j: &Child| {
         let (Some(rj), Some(i)) = (j.rjob, j.index) else { return false };
@@ -153,10 +206,7 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
     }
 
     if success_policy::satisfied(js, &c.successful) {
-        plan.update.set(Cond::new(COND_COMPLETED, true, REASON_ALL_JOBS_COMPLETED, MSG_ALL_JOBS_COMPLETED));
-        plan.update.status.terminal_state = COND_COMPLETED.into();
-        plan.update.mark();
-        plan.update.set(Cond::new(COND_RESTARTING, false, REASON_JOBSET_COMPLETED, MSG_ALL_JOBS_COMPLETED));
+        complete(&mut plan.update);
         return Ok(plan);
     }
 
@@ -188,13 +238,21 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
             plan.update.set(Cond::new(COND_RESTARTING, false, REASON_JOBSET_SUSPENDED, MSG_SUSPENDED));
         }
     } else {
-        starting |= resume(js, &c, &statuses, &mut plan);
+        starting |= resume(js, &c, &statuses, input.features.mutable_pod_resources, &mut plan);
     }
     // Upstream returns before this while an InOrder startup waits for a replicated job.
     if js.restart_strategy() == RestartStrategy::InPlaceRestart && input.features.in_place_restart && !starting {
         plan.trigger_pods = in_place(js, input.in_place, &mut plan.update, input.history_limit)?;
     }
     Ok(plan)
+}
+
+/// Completes the JobSet: `Completed=True`, `terminalState: Completed`, `RestartingJobSet=False`.
+fn complete(u: &mut Update) {
+    u.set(Cond::new(COND_COMPLETED, true, REASON_ALL_JOBS_COMPLETED, MSG_ALL_JOBS_COMPLETED));
+    u.status.terminal_state = COND_COMPLETED.into();
+    u.mark();
+    u.set(Cond::new(COND_RESTARTING, false, REASON_JOBSET_COMPLETED, MSG_ALL_JOBS_COMPLETED));
 }
 
 /// upstream's `reconcileInPlaceRestart`, with faster failure detection (see [`in_place_restart`]).
@@ -326,6 +384,12 @@ fn in_place_scoped(
                 {
                     let message = failure_policy::with_job(MSG_REACHED_MAX_RESTARTS, &r.job);
                     failure_policy::fail(u, REASON_REACHED_MAX_RESTARTS, message);
+                    return Ok(vec![]);
+                }
+                if restart
+                    && let Some((rule, max)) = r.kind.budget()
+                    && !failure_policy::spend_rule_budget(u, rule, max, &r.job)
+                {
                     return Ok(vec![]);
                 }
                 *scope_attempts(u, js, scope)?.1 = Some(r.previous);
@@ -531,7 +595,15 @@ fn startup_in_progress() -> Cond {
 /// replicated job's pod-template labels, annotations, nodeSelector, tolerations and
 /// schedulingGates merged in, after clearing the `status.startTime` of a Job that has started
 /// (upstream's `resumeJob`). Returns whether the startup waits for a replicated job.
-fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::ReplicatedJobStatus], plan: &mut Plan) -> bool {
+/// upstream's `resumeJobsIfNecessary`; with `resources` (KEP-1150) a resumed Job also takes its
+/// replicated job's container resources.
+fn resume(
+    js: &JobSet,
+    c: &Classified,
+    statuses: &[jobset_api::jobset::ReplicatedJobStatus],
+    resources: bool,
+    plan: &mut Plan,
+) -> bool {
     let (rjs, waiting) = replicated_jobs_to_start(js, statuses, in_order(js));
     for rj in rjs {
         let pod = rj.template.pod_template().cloned().unwrap_or_default();
@@ -539,7 +611,7 @@ fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::Replicate
             if j.job.spec.as_ref().and_then(|s| s.suspend) == Some(true) {
                 plan.patch_jobs.push(JobPatch {
                     name: j.name.to_string(),
-                    patch: resume_patch(j.job, &pod),
+                    patch: resume_patch(j.job, &pod, resources),
                     clear_start_time: j.job.status.as_ref().is_some_and(|s| s.start_time.is_some()),
                 });
             }
@@ -553,7 +625,7 @@ fn resume(js: &JobSet, c: &Classified, statuses: &[jobset_api::jobset::Replicate
     waiting
 }
 
-fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
+fn resume_patch(job: &Job, rj_pod: &Value, resources: bool) -> Value {
     let job_pod = serde_json::to_value(job.spec.as_ref().map(|s| &s.template)).unwrap_or_default();
     let merged_map = |path: [&str; 2]| -> Value {
         let mut m: Map<String, Value> =
@@ -573,11 +645,55 @@ fn resume_patch(job: &Job, rj_pod: &Value) -> Value {
         }
         Value::Array(list)
     };
-    json!({"spec": {"suspend": false, "template": {
+    let mut patch = json!({"spec": {"suspend": false, "template": {
         "metadata": {"labels": merged_map(["metadata", "labels"]), "annotations": merged_map(["metadata", "annotations"])},
         "spec": {"nodeSelector": merged_map(["spec", "nodeSelector"]), "tolerations": union("tolerations"),
                  "schedulingGates": union("schedulingGates")}
-    }}})
+    }}});
+    for key in ["containers", "initContainers"].into_iter().filter(|_| resources) {
+        if let Some(list) = with_template_resources(&job_pod, rj_pod, key) {
+            patch["spec"]["template"]["spec"][key] = list;
+        }
+    }
+    patch
+}
+
+/// KEP-1150's `mergeContainerResources`: the Job's containers (`key`: `containers` or
+/// `initContainers`), each with the `resources.requests` and `resources.limits` of the template's
+/// container of the same name; `resources.claims` and every other field stay the Job's. `None`
+/// when nothing differs, so a Job whose resources did not change is patched as before (a merge
+/// patch replaces a whole list).
+fn with_template_resources(job_pod: &Value, rj_pod: &Value, key: &str) -> Option<Value> {
+    let mut list = job_pod.get("spec")?.get(key)?.as_array()?.clone();
+    let template = rj_pod.get("spec")?.get(key)?.as_array()?;
+    let field = |c: &Value, f: &str| c.get("resources").and_then(|r| r.get(f)).filter(|v| !is_empty(v)).cloned();
+    let mut changed = false;
+    for c in &mut list {
+        let Some(t) = template.iter().find(|t| t.get("name") == c.get("name")) else { continue };
+        for f in ["requests", "limits"] {
+            let want = field(t, f);
+            if field(c, f) == want {
+                continue;
+            }
+            changed = true;
+            let Some(obj) = c.as_object_mut() else { continue };
+            let resources = obj.entry("resources").or_insert_with(|| json!({}));
+            match (resources.as_object_mut(), want) {
+                (Some(r), Some(v)) => {
+                    r.insert(f.to_string(), v);
+                }
+                (Some(r), None) => {
+                    r.remove(f);
+                }
+                (None, _) => {}
+            }
+        }
+    }
+    changed.then_some(Value::Array(list))
+}
+
+fn is_empty(v: &Value) -> bool {
+    v.is_null() || v.as_object().is_some_and(Map::is_empty)
 }
 
 #[cfg(test)]
@@ -767,6 +883,280 @@ mod tests {
     }
 
     #[test]
+    fn execution_attempts_are_written_once_per_run_and_stamped_on_created_and_resumed_jobs() {
+        let suspended = json!({"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
+            "message": "jobset is suspended", "lastTransitionTime": "2020-01-01T00:00:00Z"});
+        let ann = |j: &Value| {
+            let a =
+                |p: &str| j.pointer(p).and_then(|m| m.get(EXECUTION_ATTEMPT)).and_then(Value::as_str).map(String::from);
+            (a("/metadata/annotations"), a("/spec/template/metadata/annotations"))
+        };
+        let both = |v: Option<&str>| (v.map(String::from), v.map(String::from));
+        let new_jobs = [job("js", "a", 0).counts(1, 1, 0).obj()];
+        let failed = [job("js", "a", 0).failed("BackoffLimitExceeded", 5).obj()];
+        let held = [job("js", "a", 0).suspend().obj()];
+        // (case, spec, status, Jobs, status written, annotation on the created or patched Jobs)
+        type Case<'a> = (&'a str, Value, Value, &'a [Job], Option<i32>, Option<&'a str>);
+        let cases: Vec<Case> = vec![
+            ("a new JobSet: run 0 on every Job it creates", json!({}), json!({}), &[], Some(0), Some("0")),
+            ("created suspended: unset, its Jobs at 0", json!({"suspend": true}), json!({}), &[], None, Some("0")),
+            ("the first resume: run 0", json!({}), json!({"conditions": [suspended]}), &held, Some(0), Some("0")),
+            (
+                "a resume: one more",
+                json!({}),
+                json!({"executionAttempts": 1, "conditions": [suspended]}),
+                &held,
+                Some(2),
+                Some("2"),
+            ),
+            (
+                "a later Job of the run: the same",
+                json!({}),
+                json!({"executionAttempts": 2}),
+                &new_jobs,
+                Some(2),
+                Some("2"),
+            ),
+            (
+                "a JobSet restart: one more",
+                json!({"failurePolicy": {"maxRestarts": 3}}),
+                json!({"executionAttempts": 2}),
+                &failed,
+                Some(3),
+                None,
+            ),
+            (
+                "a Job restart: none",
+                json!({"failurePolicy": {"maxRestarts": 3, "rules": [{"name": "r", "action": "RestartJob"}]}}),
+                json!({"executionAttempts": 2}),
+                &failed,
+                Some(2),
+                None,
+            ),
+        ];
+        for (case, spec, status, jobs, want, stamp) in cases {
+            let p = plan(&js(spec, status), jobs, &[]);
+            assert_eq!(p.update.status.execution_attempts, want, "{case}");
+            for j in &p.create_jobs {
+                assert_eq!(ann(j), both(stamp), "{case}: {}", j["metadata"]["name"]);
+            }
+            for patch in p.patch_jobs.iter().map(|p| &p.patch) {
+                assert_eq!(ann(patch), both(stamp), "{case}: {patch}");
+            }
+            assert!(!p.create_jobs.is_empty() || !p.patch_jobs.is_empty() || stamp.is_none(), "{case}");
+            // Seen again after the write: nothing more is counted.
+            if want.is_some() && p.update.status.execution_attempts == want {
+                let j = js(json!({}), serde_json::to_value(&p.update.status).unwrap());
+                assert_eq!(plan(&j, jobs, &[]).update.status.execution_attempts, want, "{case}, seen again");
+            }
+        }
+        // Gate off: nothing written, nothing stamped.
+        let features = Features { execution_attempts: false, ..Features::default() };
+        let j = js(json!({}), json!({}));
+        let input = SyncInput {
+            js: &j,
+            jobs: vec![],
+            pods: vec![],
+            in_place: &Tally::default(),
+            now: Timestamp::from_second(1_000).unwrap(),
+            features: &features,
+            history_limit: 10,
+        };
+        let p = sync(&input).unwrap();
+        assert_eq!(p.update.status.execution_attempts, None);
+        assert!(p.create_jobs.iter().all(|j| ann(j) == (None, None)));
+    }
+
+    #[test]
+    fn kep_1150_a_resumed_job_takes_its_templates_container_resources() {
+        let c = |name: &str, resources: Value| json!({"name": name, "image": "busybox", "resources": resources});
+        let cpu = |n: &str| json!({"requests": {"cpu": n}});
+        let gpu_claim = json!({"requests": {"cpu": "4"}, "claims": [{"name": "gpu"}]});
+        let right_sized = json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}});
+        /// (case, key, the Job's containers, the template's, gate, the patched list)
+        type Case<'a> = (&'a str, &'a str, Value, Value, bool, Option<Value>);
+        let cases: Vec<Case> = vec![
+            (
+                "unchanged resources leave the list out",
+                "containers",
+                json!([c("main", cpu("4"))]),
+                json!([c("main", cpu("4"))]),
+                true,
+                None,
+            ),
+            (
+                "new requests and limits, the Job's claims kept",
+                "containers",
+                json!([c("main", gpu_claim.clone())]),
+                json!([c("main", right_sized.clone())]),
+                true,
+                Some(json!([c(
+                    "main",
+                    json!({"requests": {"cpu": "2"}, "limits": {"cpu": "2"}, "claims": [{"name": "gpu"}]})
+                )])),
+            ),
+            (
+                "limits the template dropped are dropped",
+                "containers",
+                json!([c("main", json!({"requests": {"cpu": "4"}, "limits": {"cpu": "4"}}))]),
+                json!([c("main", cpu("4"))]),
+                true,
+                Some(json!([c("main", cpu("4"))])),
+            ),
+            (
+                "a container the template does not name keeps its own",
+                "containers",
+                json!([c("main", cpu("4")), c("sidecar", cpu("1"))]),
+                json!([c("main", cpu("2"))]),
+                true,
+                Some(json!([c("main", cpu("2")), c("sidecar", cpu("1"))])),
+            ),
+            (
+                "init containers too",
+                "initContainers",
+                json!([c("init", cpu("1"))]),
+                json!([c("init", cpu("3"))]),
+                true,
+                Some(json!([c("init", cpu("3"))])),
+            ),
+            (
+                "the gate off",
+                "containers",
+                json!([c("main", gpu_claim.clone())]),
+                json!([c("main", right_sized.clone())]),
+                false,
+                None,
+            ),
+        ];
+        for (case, key, job_containers, template_containers, gate, want) in cases {
+            let job: Job = serde_json::from_value(json!({"metadata": {"name": "js-a-0"},
+                "spec": {"suspend": true, "template": {"spec": {key: job_containers}}}}))
+            .unwrap();
+            let patch = resume_patch(&job, &json!({"spec": {key: template_containers}}), gate);
+            assert_eq!(patch["spec"]["template"]["spec"].get(key), want.as_ref(), "{case}");
+            assert_eq!(patch["spec"]["suspend"], false, "{case}");
+        }
+    }
+
+    #[test]
+    fn kep_1186_a_passed_deadline_fails_the_jobset_and_deletes_its_active_jobs_unless_it_completed() {
+        let start = |s: &str| json!({"startTime": s});
+        // now = 1000 s = 00:16:40; a start at 00:16:30 is 10 s ago.
+        let (ten_ago, five_ago) = (start("1970-01-01T00:16:30Z"), start("1970-01-01T00:16:35Z"));
+        let restart_job = json!({"maxRestarts": 3, "rules": [{"name": "r", "action": "RestartJob"}]});
+        let deadline = |s: i64, fp: Value| json!({"activeDeadlineSeconds": s, "failurePolicy": fp});
+        let running = || job("js", "a", 0).counts(1, 1, 0);
+        let all_running = [running().obj(), job("js", "a", 1).counts(1, 1, 0).obj(), job("js", "b", 0).obj()];
+        let one_failed =
+            [running().obj(), job("js", "a", 1).failed("BackoffLimitExceeded", 995).obj(), job("js", "b", 0).obj()];
+        let all_done = [
+            job("js", "a", 0).complete().obj(),
+            job("js", "a", 1).complete().obj(),
+            job("js", "b", 0).complete().obj(),
+        ];
+        let (rs, rj) = (json!({"maxRestarts": 3}), restart_job.clone());
+        // (case, spec, status, Jobs, (Failed reason, Completed), restarts, startTime written, deleted, requeue)
+        type Want = (Option<&'static str>, bool, i32, Option<i64>, Vec<&'static str>, Option<u64>);
+        let cases: Vec<(&str, Value, Value, &[Job], Want)> = vec![
+            (
+                "running, 5 s of 10 left",
+                deadline(10, rs.clone()),
+                five_ago.clone(),
+                &all_running,
+                (None, false, 0, Some(995), vec![], Some(5)),
+            ),
+            (
+                "first start: the clock starts",
+                deadline(10, rs.clone()),
+                json!({}),
+                &all_running,
+                (None, false, 0, Some(1000), vec![], Some(10)),
+            ),
+            (
+                "passed: failed, active Jobs deleted",
+                deadline(10, rs.clone()),
+                ten_ago.clone(),
+                &all_running,
+                (Some("DeadlineExceeded"), false, 0, Some(990), vec!["js-a-0", "js-a-1", "js-b-0"], None),
+            ),
+            (
+                "passed with a failed Job: the deadline first, no restart",
+                deadline(10, rs.clone()),
+                ten_ago.clone(),
+                &one_failed,
+                (Some("DeadlineExceeded"), false, 0, Some(990), vec!["js-a-0", "js-b-0"], None),
+            ),
+            (
+                "passed but complete: completed",
+                deadline(10, rs.clone()),
+                ten_ago.clone(),
+                &all_done,
+                (None, true, 0, Some(990), vec![], None),
+            ),
+            (
+                "a JobSet restart: the clock starts again",
+                deadline(10, rs.clone()),
+                five_ago.clone(),
+                &one_failed,
+                (None, false, 1, Some(1000), vec![], Some(5)),
+            ),
+            (
+                "a Job restart: the clock goes on",
+                deadline(10, rj),
+                five_ago.clone(),
+                &one_failed,
+                (None, false, 0, Some(995), vec![], Some(5)),
+            ),
+            (
+                "no deadline: a start time, no requeue",
+                json!({"failurePolicy": rs}),
+                ten_ago.clone(),
+                &all_running,
+                (None, false, 0, Some(990), vec![], None),
+            ),
+            (
+                "suspended: no start time",
+                json!({"activeDeadlineSeconds": 10, "suspend": true}),
+                ten_ago,
+                &all_running,
+                (None, false, 0, None, vec![], None),
+            ),
+        ];
+        for (case, spec, status, jobs, want) in cases {
+            let p = plan(&js(spec, status), jobs, &[]);
+            let st = &p.update.status;
+            let failed = st.conditions.iter().find(|c| c.type_ == "Failed" && c.status == "True");
+            if let Some(f) = failed.filter(|f| f.reason == "DeadlineExceeded") {
+                assert_eq!(f.message, "JobSet was active for longer than the specified deadline of 10s", "{case}");
+                assert_eq!(st.terminal_state, "Failed", "{case}");
+            }
+            let got = (
+                failed.map(|c| if c.reason == "DeadlineExceeded" { "DeadlineExceeded" } else { "other" }),
+                cond(&p, "Completed") == Some(("True", "AllJobsCompleted")),
+                st.restarts,
+                st.start_time.as_ref().map(|t| t.0.as_second()),
+                p.delete_jobs.iter().map(String::as_str).collect(),
+                p.requeue_after.map(|d| d.as_secs()),
+            );
+            assert_eq!(got, want, "{case}");
+        }
+        // Gate off: no start time, no deadline.
+        let features = Features { active_deadline: false, ..Features::default() };
+        let j = js(deadline(10, restart_job), json!({}));
+        let p = sync(&SyncInput {
+            js: &j,
+            jobs: all_running.iter().collect(),
+            pods: vec![],
+            in_place: &Tally::default(),
+            now: Timestamp::from_second(1_000).unwrap(),
+            features: &features,
+            history_limit: 10,
+        })
+        .unwrap();
+        assert_eq!((p.update.status.start_time, p.requeue_after), (None, None));
+    }
+
+    #[test]
     fn resuming_clears_the_start_time_only_of_jobs_that_started() {
         let status = json!({"conditions": [{"type": "Suspended", "status": "True", "reason": "SuspendedJobs",
             "message": "jobset is suspended", "lastTransitionTime": "2020-01-01T00:00:00Z"}]});
@@ -829,7 +1219,7 @@ mod tests {
         let p = plan(&in_place(json!({}), json!({})), &running_jobs(), &pods_at(0));
         assert_eq!(p.update.status.current_in_place_restart_attempt, Some(0));
         assert!(p.update.changed);
-        let recorded = json!({"currentInPlaceRestartAttempt": 0, "replicatedJobsStatus": [
+        let recorded = json!({"currentInPlaceRestartAttempt": 0, "executionAttempts": 0, "startTime": "1970-01-01T00:16:40Z", "replicatedJobsStatus": [
             {"name": "a", "ready": 2, "succeeded": 0, "failed": 0, "active": 2, "suspended": 0}]});
         let p = plan(&in_place(json!({}), recorded), &running_jobs(), &pods_at(0));
         assert!(!p.update.changed, "in sync and already recorded: nothing to write");
@@ -951,6 +1341,47 @@ mod tests {
         ] {
             let p = plan(&js(spec, json!({})), &failed, &[]);
             assert!(p.update.status.restart_history.is_empty() && p.trigger_pods.is_empty(), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_failure_target_job_triggers_the_policy_once_and_its_later_failed_condition_counts_nothing() {
+        // Jobs as constructed: every attempt label at 0.
+        let made = |i| job("js", "a", i).label(JOB_RESTART_ATTEMPT, "0").label(REPLICATED_JOB_RESTART_ATTEMPT, "0");
+        let ft = || made(1).counts(1, 0, 0).failure_target("BackoffLimitExceeded", 40);
+        // The Job controller adds Failed once the pods are gone; the JobSet's Jobs stay as they were
+        // (a slow controller has not deleted or recreated them yet).
+        let both = [made(0).counts(1, 1, 0).obj(), ft().failed("BackoffLimitExceeded", 45).obj()];
+        let pending = [made(0).counts(1, 1, 0).obj(), ft().obj()];
+        let restart_counters = |p: &Plan| {
+            let s = &p.update.status;
+            let a = s.replicated_jobs_status.iter().find(|r| r.name == "a").cloned().unwrap_or_default();
+            (s.restarts, s.restarts_count_towards_max, a.restarts, a.job_restarts, a.failed_job_indexes)
+        };
+        // (action, counters after the FailureTarget: restarts, counted, rjob restarts, jobRestarts, left failed)
+        type Counters = (i32, i32, i32, Vec<i32>, Vec<i32>);
+        let cases: [(&str, Counters); 4] = [
+            ("RestartJobSet", (1, 1, 0, vec![], vec![])),
+            ("RestartReplicatedJob", (0, 0, 1, vec![], vec![])),
+            ("RestartJob", (0, 0, 0, vec![0, 1], vec![])),
+            ("FailJob", (0, 0, 0, vec![], vec![1])),
+        ];
+        for (action, want) in cases {
+            let j =
+                js(json!({"failurePolicy": {"maxRestarts": 3, "rules": [{"name": "r", "action": action}]}}), json!({}));
+            let first = plan_at(&j, &pending, &[], 50);
+            assert_eq!(restart_counters(&first), want, "{action}: decided on FailureTarget, pods still terminating");
+            assert_eq!(first.update.status.restart_history.len(), usize::from(action != "FailJob"), "{action}");
+            for (what, jobs) in [("FailureTarget again", &pending), ("Failed arrived", &both)] {
+                let p = plan_at(&after(&j, &first), jobs, &[], 51);
+                assert_eq!(restart_counters(&p), want, "{action}, {what}: counted once");
+                assert!(restart_metrics(&p).is_empty() && p.update.events.is_empty(), "{action}, {what}");
+                assert_eq!(
+                    p.update.status.restart_history.len(),
+                    first.update.status.restart_history.len(),
+                    "{action}, {what}"
+                );
+            }
         }
     }
 
@@ -1325,6 +1756,48 @@ mod tests {
         assert_eq!(events(&p)[0].0, "RestartReplicatedJobAndIgnoreMaxRestartsFailurePolicyAction");
         assert_eq!(restart_metrics(&p), [(action, "WorkerFailed")]);
         assert!(!records(&p)[0].7, "the record says it is not counted");
+    }
+
+    #[test]
+    fn an_in_place_restart_by_a_rule_with_its_own_budget_spends_that_budget_alone() {
+        let reached = "jobset failed due to reaching max number of restarts of failure policy rule workers-in-place (first failed job: js-workers-1)";
+        // (case, the rule's restarts before, after, failed)
+        for (case, before, after, fails) in
+            [("within the rule's budget", 0, 1, false), ("the rule's budget spent", 1, 1, true)]
+        {
+            let mut status = workers_restarted_once();
+            // maxRestarts (2) is spent: it no longer concerns this rule.
+            status["restartsCountTowardsMax"] = json!(5);
+            status["restarts"] = json!(5);
+            if before > 0 {
+                status["failurePolicyRulesStatus"] = json!([{"name": "workers-in-place", "restarts": before}]);
+            }
+            let mut j = driver_workers(Some("RestartReplicatedJob"), status);
+            j.spec.failure_policy.as_mut().unwrap().rules[0].max_restarts = Some(1);
+            // A worker container restarted past maxRestarts: upstream's count check is off too.
+            let pods = dw_pods(0, [1; 4])
+                .into_iter()
+                .enumerate()
+                .map(|(k, p)| if k == 2 { p.restart_count("worker", 7) } else { p });
+            let p = plan(&j, &dw_jobs(), &failing(pods.collect(), 3));
+            let s = &p.update.status;
+            assert_eq!(failure_policy::rule_restarts(s, "workers-in-place"), after, "{case}");
+            let w = rj_entry(&p, "workers");
+            if fails {
+                let failed = s.conditions.iter().find(|c| c.type_ == "Failed").unwrap();
+                assert_eq!(
+                    (failed.reason.as_str(), failed.message.as_str()),
+                    ("ReachedMaxRestarts", reached),
+                    "{case}"
+                );
+                assert_eq!(w.in_place_restarts, 1, "{case}: no restart");
+            } else {
+                assert_eq!(failed_cond(&p), None, "{case}");
+                assert_eq!((w.in_place_restarts, w.in_place_restarts_count_towards_max), (2, 1), "{case}: not counted");
+                assert_eq!(events(&p)[0].0, "RestartReplicatedJobFailurePolicyAction", "{case}");
+                assert!(!records(&p)[0].7, "{case}: the record says it is not counted towards maxRestarts");
+            }
+        }
     }
 
     #[test]

@@ -459,7 +459,7 @@ const MEMORY: usize = 1;
 const PODS: usize = 3;
 const FIXED: [&str; 4] = ["cpu", "memory", "ephemeral-storage", "pods"];
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct NodeState<'a> {
     name: &'a str,
     labels: &'a BTreeMap<String, String>,
@@ -507,6 +507,8 @@ struct AffinityPlan {
 }
 
 /// The nodes and the pods placed on them, with usage and affinity counts kept incrementally.
+/// A gang is tried on a clone ([`super::gang`]).
+#[derive(Clone)]
 pub struct Cluster<'a> {
     resource_ids: HashMap<String, usize>,
     resource_names: Vec<String>,

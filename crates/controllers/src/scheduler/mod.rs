@@ -6,8 +6,14 @@
 //! (the "assumed" pods, so two pods never both take the last GPU), walk the pending pods in queue
 //! order placing each one, then send the bindings and the `PodScheduled=False` conditions (only
 //! those whose message changed) concurrently.
+//!
+//! Pods of a gang (a PodGroup with `schedulingPolicy.gang`, KEP-4671) are placed all or nothing
+//! by [`gang`]; the round then writes each tried gang's `PodGroupScheduled` condition (only when
+//! it changed) and, with it, an event on the PodGroup: `FailedScheduling` (Warning) or
+//! `Scheduled`, kube-scheduler's reasons.
 
 pub mod fit;
+pub mod gang;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -16,8 +22,10 @@ use std::time::Duration;
 use futures::{StreamExt, future, stream};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -48,6 +56,7 @@ impl Default for SchedulerConfig {
 pub async fn run(client: Client, cfg: SchedulerConfig, pods: SharedPods) {
     let changed = Arc::new(Notify::new());
     let (nodes, _nodes_task) = node_cache(Api::all(client.clone()), changed.clone());
+    let (groups, _groups_task) = pod_group_cache(Api::all(client.clone()), changed.clone());
     let pod_changes = pods.subscribe(|_| true);
     let notify = changed.clone();
     let pending = Arc::new(std::sync::Mutex::new(Pending::default()));
@@ -59,18 +68,29 @@ pub async fn run(client: Client, cfg: SchedulerConfig, pods: SharedPods) {
         }
         future::ready(())
     })));
-    if nodes.wait_until_ready().await.is_err() || !pods.wait_until_ready().await {
+    if nodes.wait_until_ready().await.is_err()
+        || groups.wait_until_ready().await.is_err()
+        || !pods.wait_until_ready().await
+    {
         return;
     }
     let retry = cfg.retry_interval;
-    let mut s = Scheduler { client, cfg, assumed: HashMap::new(), reported: HashMap::new() };
+    let recorder = Recorder::new(client.clone(), Reporter { controller: cfg.scheduler_name.clone(), instance: None });
+    let mut s = Scheduler {
+        client,
+        cfg,
+        recorder,
+        assumed: HashMap::new(),
+        reported: HashMap::new(),
+        groups_reported: HashMap::new(),
+    };
     loop {
         // Most rounds (a pod deleted, a node changed) find nothing to place: skip copying the
         // caches (15,000 pods at KEP-262's scale) when no pod waits and none is assumed.
         if s.assumed.is_empty() && pending.lock().unwrap_or_else(|e| e.into_inner()).0.is_empty() {
             s.reported.clear();
         } else {
-            s.round(&nodes.state(), &pods.state()).await;
+            s.round(&nodes.state(), &pods.state(), &groups.state()).await;
         }
         // Changes during the round left a permit: the next round starts at once.
         let _ = tokio::time::timeout(retry, changed.notified()).await;
@@ -179,10 +199,13 @@ impl NodeDigests {
 struct Scheduler {
     client: Client,
     cfg: SchedulerConfig,
+    recorder: Recorder,
     /// Pods bound by this scheduler that the cache still shows unbound: pod key → node.
     assumed: HashMap<String, String>,
     /// The Unschedulable message last written per pod, until the cache shows it.
     reported: HashMap<String, String>,
+    /// The outcome last written per PodGroup, until the cache shows it.
+    groups_reported: HashMap<gang::GroupKey, gang::GroupOutcome>,
 }
 
 fn key(p: &Pod) -> String {
@@ -193,8 +216,8 @@ fn key(p: &Pod) -> String {
 }
 
 impl Scheduler {
-    async fn round(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>]) {
-        let by_key: HashMap<String, &Pod> = pods.iter().map(|p| (key(p), p.as_ref())).collect();
+    async fn round(&mut self, nodes: &[Arc<Node>], pods: &[Arc<Pod>], pod_groups: &[Arc<PodGroup>]) {
+        let by_key: HashMap<String, &Arc<Pod>> = pods.iter().map(|p| (key(p), p)).collect();
         // Forget assumptions the cache has caught up with (or whose pod is gone).
         self.assumed.retain(|k, _| by_key.get(k).is_some_and(|p| fit::node_name(p).is_none()));
 
@@ -204,31 +227,52 @@ impl Scheduler {
         for (k, node) in &self.assumed {
             cluster.add(by_key[k], node);
         }
-        let mut pending: Vec<&Arc<Pod>> = pods
+        let mut pending: Vec<&Pod> = pods
             .iter()
+            .map(AsRef::as_ref)
             .filter(|p| fit::is_pending(p, &self.cfg.scheduler_name) && !self.assumed.contains_key(&key(p)))
             .collect();
         pending.sort_by(|a, b| fit::queue_order(a, b));
         let pending_keys: HashSet<String> = pending.iter().map(|p| key(p)).collect();
         self.reported.retain(|k, _| pending_keys.contains(k));
 
+        let groups: HashMap<gang::GroupKey, &PodGroup> =
+            pod_groups.iter().map(|g| ((g.namespace().unwrap_or_default(), g.name_any()), g.as_ref())).collect();
+        let sizes: gang::Groups = groups
+            .iter()
+            .map(|(k, g)| (k.clone(), g.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count.max(0) as u32)))
+            .collect();
+        let mut placed_in_group: HashMap<gang::GroupKey, usize> = HashMap::new();
+        for p in pods {
+            let placed = fit::node_name(p).is_some() || self.assumed.contains_key(&key(p));
+            if let Some(k) = gang::group_key(p).filter(|_| placed && !fit::is_terminal(p)) {
+                *placed_in_group.entry(k).or_default() += 1;
+            }
+        }
+        let decisions = gang::place(&mut cluster, &pending, &sizes, &placed_in_group);
+
         let mut binds = Vec::new();
-        let mut unschedulable = Vec::new();
-        for p in pending {
+        for (p, node) in decisions.binds {
             let k = key(p);
-            match cluster.schedule(p) {
-                Ok(node) => {
-                    cluster.add(p, &node);
-                    self.assumed.insert(k, node.clone());
-                    binds.push(bind(self.client.clone(), p.clone(), node));
-                }
-                Err(msg) => {
-                    if fit::unschedulable_reported(p, &msg) {
-                        self.reported.remove(&k);
-                    } else if self.reported.get(&k) != Some(&msg) {
-                        unschedulable.push(mark_unschedulable(self.client.clone(), p.clone(), msg));
-                    }
-                }
+            self.assumed.insert(k.clone(), node.clone());
+            binds.push(bind(self.client.clone(), by_key[&k].clone(), node));
+        }
+        let mut unschedulable = Vec::new();
+        for (p, msg) in decisions.unschedulable {
+            let k = key(p);
+            if fit::unschedulable_reported(p, &msg) {
+                self.reported.remove(&k);
+            } else if self.reported.get(&k) != Some(&msg) {
+                unschedulable.push(mark_unschedulable(self.client.clone(), by_key[&k].clone(), msg));
+            }
+        }
+        let mut group_writes = Vec::new();
+        for (k, outcome) in decisions.groups {
+            let Some(&g) = groups.get(&k) else { continue };
+            if gang_reported(g, &outcome) {
+                self.groups_reported.remove(&k);
+            } else if self.groups_reported.get(&k) != Some(&outcome) {
+                group_writes.push(write_group(self.client.clone(), &self.recorder, g.clone(), k, outcome));
             }
         }
 
@@ -245,7 +289,75 @@ impl Scheduler {
                 self.reported.insert(k, msg);
             }
         }
+        for (k, outcome) in future::join_all(group_writes).await.into_iter().flatten() {
+            self.groups_reported.insert(k, outcome);
+        }
     }
+}
+
+/// The `PodGroupScheduled` condition an outcome writes: (status, reason, message).
+fn condition_of(outcome: &gang::GroupOutcome) -> (&'static str, &'static str, &str) {
+    use jobset_api::workload::UNSCHEDULABLE;
+    match outcome {
+        gang::GroupOutcome::Scheduled => ("True", "Scheduled", ""),
+        gang::GroupOutcome::Unschedulable(m) => ("False", UNSCHEDULABLE, m),
+    }
+}
+
+/// Whether the cached PodGroup already shows `outcome`.
+fn gang_reported(g: &PodGroup, outcome: &gang::GroupOutcome) -> bool {
+    let (status, reason, message) = condition_of(outcome);
+    let conditions = g.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+    conditions.iter().any(|c| {
+        c.type_ == jobset_api::workload::POD_GROUP_SCHEDULED
+            && c.status == status
+            && c.reason == reason
+            && c.message == message
+    })
+}
+
+/// Writes the PodGroup's `PodGroupScheduled` condition (its transition time kept while the status
+/// stays), then its event; returns the key and outcome once written.
+async fn write_group(
+    client: Client,
+    recorder: &Recorder,
+    g: PodGroup,
+    k: gang::GroupKey,
+    outcome: gang::GroupOutcome,
+) -> Option<(gang::GroupKey, gang::GroupOutcome)> {
+    use jobset_api::workload::POD_GROUP_SCHEDULED;
+    let (status, reason, message) = condition_of(&outcome);
+    let mut conditions = g.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let since = conditions
+        .iter()
+        .find(|c| c.type_ == POD_GROUP_SCHEDULED && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(Timestamp::now()));
+    conditions.retain(|c| c.type_ != POD_GROUP_SCHEDULED);
+    conditions.push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: POD_GROUP_SCHEDULED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: since,
+        observed_generation: g.metadata.generation,
+    });
+    let api: Api<PodGroup> = Api::namespaced(client, &k.0);
+    let patch = Patch::Merge(json!({"status": {"conditions": conditions}}));
+    match api.patch_status(&k.1, &PatchParams::default(), &patch).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return None,
+        Err(e) => {
+            tracing::warn!(podgroup = %k.1, namespace = %k.0, error = %e, "updating the PodGroupScheduled condition failed");
+            return None;
+        }
+    }
+    let (warning, reason, note) = match &outcome {
+        gang::GroupOutcome::Scheduled => (false, "Scheduled", format!("all pods of gang {}/{} placed", k.0, k.1)),
+        gang::GroupOutcome::Unschedulable(m) => (true, "FailedScheduling", m.clone()),
+    };
+    crate::publish_event(recorder, &g, warning, reason, &note).await;
+    Some((k, outcome))
 }
 
 /// Binds the pod; returns its key and whether that worked.
@@ -289,6 +401,34 @@ async fn mark_unschedulable(client: Client, pod: Arc<Pod>, message: String) -> (
         }
     };
     (key(&pod), written.then_some(message))
+}
+
+/// A reflector of the PodGroups whose task stops with [`run`]; it starts a round when a group
+/// appears, goes or changes its gang size (not on the status writes of the rounds themselves).
+fn pod_group_cache(api: Api<PodGroup>, changed: Arc<Notify>) -> (Store<PodGroup>, AbortOnDropHandle<()>) {
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let mut sizes: HashMap<String, Option<i32>> = HashMap::new();
+    let task = tokio::spawn(stream.for_each(move |ev| {
+        let size = |g: &PodGroup| g.spec.scheduling_policy.gang.as_ref().map(|g| g.min_count);
+        let key = |g: &PodGroup| format!("{}/{}", g.namespace().unwrap_or_default(), g.name_any());
+        let matters = match &ev {
+            Ok(watcher::Event::Apply(g) | watcher::Event::InitApply(g)) => {
+                sizes.insert(key(g), size(g)) != Some(size(g))
+            }
+            Ok(watcher::Event::Delete(g)) => sizes.remove(&key(g)).is_some(),
+            Ok(watcher::Event::Init) => {
+                sizes.clear();
+                true
+            }
+            Ok(watcher::Event::InitDone) | Err(_) => true,
+        };
+        if matters {
+            changed.notify_one();
+        }
+        future::ready(())
+    }));
+    (reader, AbortOnDropHandle::new(task))
 }
 
 /// A reflector of the Nodes whose task stops with [`run`]; it starts a round when a node changes
