@@ -91,6 +91,11 @@ pub struct Args {
     /// How long any one soak state may take (a JobSet finishing, going, the watchers connecting).
     #[arg(long, default_value = "120s", value_parser = crate::parse_duration)]
     soak_timeout: Duration,
+    /// How long the soak's API server keeps Events (its `--event-ttl`; kube-apiserver's default
+    /// is 1h, so a 10-minute soak only ever adds Events; a TTL under the warm-up lets their count
+    /// reach its steady state before the RSS the end is compared with is read).
+    #[arg(long, default_value = "1h", value_parser = crate::parse_duration)]
+    soak_event_ttl: Duration,
 }
 
 impl Args {
@@ -112,6 +117,7 @@ impl Args {
                 watch_timeout: self.watch_timeout,
                 sample: self.soak_sample,
                 timeout: self.soak_timeout,
+                event_ttl: self.soak_event_ttl,
                 nodes: self.nodes,
             },
         }
@@ -143,6 +149,7 @@ pub(super) struct Soak {
     pub(super) watch_timeout: Duration,
     pub(super) sample: Duration,
     pub(super) timeout: Duration,
+    pub(super) event_ttl: Duration,
     pub(super) nodes: usize,
 }
 
@@ -686,25 +693,27 @@ async fn children(client: kube::Client, jobset: &str) -> String {
 
 /// The soak's API server: `jobset up`'s settings (watch buffer and history included) with the
 /// bench's in-flight limits.
-fn soak_server(limits: Limits) -> anyhow::Result<Arc<ApiServer>> {
-    let config = ServerConfig {
+fn soak_server(limits: Limits, event_ttl: Duration) -> anyhow::Result<Arc<ApiServer>> {
+    let mut config = ServerConfig {
         max_requests_inflight: limits.read_only,
         max_mutating_requests_inflight: limits.mutating,
         ..ServerConfig::default()
     };
+    config.store.event_ttl = event_ttl;
     ApiServer::new(Box::new(Memory), Admission::default(), config).map_err(anyhow::Error::msg)
 }
 
 async fn soak(s: &Soak, limits: Limits) -> anyhow::Result<SoakFigures> {
     println!(
-        "soak: {} JobSets of {} pods (create, pod 0 fails once: Recreate, complete, delete; repeated) for {} s on {} simulated nodes, {} watchers of pods and Jobs",
+        "soak: {} JobSets of {} pods (create, pod 0 fails once: Recreate, complete, delete; repeated) for {} s on {} simulated nodes, {} watchers of pods and Jobs, Events kept {} s",
         s.jobsets,
         (s.pods / 2).max(1) * 2,
         s.duration.as_secs_f64(),
         s.nodes,
-        s.watchers
+        s.watchers,
+        s.event_ttl.as_secs()
     );
-    let server = soak_server(limits)?;
+    let server = soak_server(limits, s.event_ttl)?;
     let cluster = LocalCluster::start(server.clone(), LocalConfig::with_nodes(s.nodes)).await;
     let client = server.client();
     let state: SoakState = Arc::default();
