@@ -67,11 +67,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((head, body)) = header(data) else { return };
     let op = *choose(head, &[("create", Op::Create), ("update", Op::Update)]);
     let kind = *choose(head, &[("jobset", JOBSET), ("job", JOB), ("appwrapper", APPWRAPPER)]);
-    let features = if head.contains("gated") {
-        Features { in_place_restart: false, restart_job: false, elastic_jobset: false }
-    } else {
-        Features::default()
-    };
+    let features = if head.contains("gated") { Features::none() } else { Features::default() };
     let Ok(mut obj) = serde_json::from_str::<Value>(body) else { return };
     let server = server();
     let def = kind.def(server);

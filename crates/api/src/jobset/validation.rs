@@ -64,6 +64,20 @@ impl Default for Features {
     }
 }
 
+impl Features {
+    /// Every gate off: upstream's stable API alone.
+    pub fn none() -> Self {
+        Features {
+            in_place_restart: false,
+            restart_job: false,
+            elastic_jobset: false,
+            mutable_pod_resources: false,
+            execution_attempts: false,
+            active_deadline: false,
+        }
+    }
+}
+
 /// The field of errors upstream reports without a path (`field.InternalError(nil, err)`).
 const NIL_PATH: &str = "<nil>";
 const IMMUTABLE: &str = "field is immutable";
@@ -767,17 +781,6 @@ mod tests {
         Features::default()
     }
 
-    fn all_off() -> Features {
-        Features {
-            in_place_restart: false,
-            restart_job: false,
-            elastic_jobset: false,
-            mutable_pod_resources: false,
-            execution_attempts: false,
-            active_deadline: false,
-        }
-    }
-
     struct Case {
         name: &'static str,
         mutate: fn(&mut Value),
@@ -819,7 +822,7 @@ mod tests {
     #[test]
     fn a_valid_upstream_style_jobset_passes() {
         assert_eq!(rendered(validate_jobset(&base(), None, &all_on())), Vec::<String>::new());
-        let mut gated = all_off();
+        let mut gated = Features::none();
         assert!(validate_jobset(&base(), None, &gated).is_empty());
         gated.elastic_jobset = true;
         assert!(validate_jobset(&base(), Some(&base()), &gated).is_empty());
@@ -1296,7 +1299,7 @@ mod tests {
 
     #[test]
     fn gated_features_are_rejected_when_their_gate_is_off() {
-        let off = all_off();
+        let off = Features::none();
         let gate = "<nil>: Internal error: RestartJob and RestartJobAndIgnoreMaxRestarts failure policy actions are not allowed when RestartJob feature gate is disabled";
         let cases = vec![
             case(
