@@ -5,6 +5,7 @@ pub mod appwrapper;
 pub mod disruption;
 pub mod job;
 pub mod jobset;
+pub mod listed;
 pub mod metrics;
 pub mod nodelifecycle;
 pub mod pod_index;

@@ -468,11 +468,16 @@ pub async fn run(
             std::future::ready(Some(futures::stream::iter(refs)))
         })
         .flatten();
-    let controller = Controller::new(appwrappers, watcher::Config::default());
+    // `Controller::new`'s own reflector, with its first list tracked for `/readyz`: the
+    // controller waits on its store itself (see `listed`).
+    let (cached, appwrapper_writer) = reflector::store();
+    let (appwrapper_events, appwrappers_listed) =
+        crate::listed::track(reflector(appwrapper_writer, watcher(appwrappers, watcher::Config::default())));
+    let controller = Controller::for_stream(appwrapper_events.applied_objects(), cached);
     let synced = {
-        let (appwrappers, pods) = (controller.store(), pod_reader.clone());
+        let pods = pod_reader.clone();
         async move {
-            let _ = futures::join!(appwrappers.wait_until_ready(), pods.wait_until_ready());
+            let _ = futures::join!(appwrappers_listed.wait(), pods.wait_until_ready());
         }
     };
     let controller = controller

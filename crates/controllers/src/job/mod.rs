@@ -25,6 +25,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
+use tokio_util::task::AbortOnDropHandle;
 
 use self::backoff::BackoffRecord;
 use self::batch::Trigger;
@@ -494,12 +495,11 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
         claims: Mutex::default(),
     });
     let (job_store, writer) = reflector::store::<Job>();
-    let job_triggers = watcher(jobs, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .scan(HashMap::<ObjectRef<Job>, Option<i64>>::new(), |generations, ev| {
-            futures::future::ready(Some(futures::stream::iter(job_trigger(generations, ev))))
-        });
+    let (job_events, jobs_listed) =
+        crate::listed::track(watcher(jobs, watcher::Config::default()).default_backoff().reflect(writer));
+    let job_triggers = job_events.scan(HashMap::<ObjectRef<Job>, Option<i64>>::new(), |generations, ev| {
+        futures::future::ready(Some(futures::stream::iter(job_trigger(generations, ev))))
+    });
     let store = job_store.clone();
     let pod_triggers =
         pod_events.flat_map(move |p| futures::stream::iter(jobs_of_pod(&store, &p).into_iter().map(Trigger::Batched)));
@@ -509,7 +509,9 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
     let controller = Controller::for_stream(futures::stream::pending(), job_store.clone())
         .reconcile_on(batch::batched(triggers, config.sync_batch_period))
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
-    let sweeper = tokio::spawn(release_orphans(ctx.clone(), job_store, config.orphan_sweep));
+    // Stops with the controller, also when its future is dropped.
+    let _sweeper =
+        AbortOnDropHandle::new(tokio::spawn(release_orphans(ctx.clone(), job_store, jobs_listed, config.orphan_sweep)));
     controller
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
@@ -518,7 +520,6 @@ pub async fn run(client: Client, config: JobControllerConfig, pods: SharedPods) 
             }
         })
         .await;
-    sweeper.abort();
 }
 
 /// When a Job event syncs its Job, as upstream's Job event handlers enqueue it: created
@@ -548,12 +549,13 @@ fn job_trigger(
 /// (upstream's `syncOrphanPod`, fed there by pod events and `deleteJob`'s `cleanupPodFinalizers`):
 /// pods of deleted Jobs (also deleted with `propagationPolicy: Orphan`), released pods, pods with
 /// only a non-controller reference. Jobs that exist remove their own pods' finalizers.
-async fn release_orphans(ctx: Arc<Ctx>, jobs: Store<Job>, every: Duration) {
+async fn release_orphans(ctx: Arc<Ctx>, jobs: Store<Job>, listed: crate::listed::Listed, every: Duration) {
     let (client, pods) = (&ctx.client, &ctx.pods);
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
-        if jobs.wait_until_ready().await.is_err() {
+        // Not `jobs.wait_until_ready()`: the controller waits on that store too (see `listed`).
+        if !listed.wait().await {
             return;
         }
         let live: HashSet<String> = jobs.state().iter().filter_map(|j| j.uid()).collect();

@@ -415,14 +415,17 @@ pub async fn run(
     // Pods matter for BlockingRecreate and InPlaceRestart: indexed by JobSet, mapped to it.
     let pod_index = PodIndex::new(jobset_uid);
     let pod_events = pod_index.follow(pods.subscribe(jobset_pod));
-    let controller = Controller::new(jobsets, watcher::Config::default());
-    let cached = controller.store();
+    // `Controller::new`'s own reflector, with its first list tracked for `/readyz`: the
+    // controller waits on its store itself (see `listed`).
+    let (cached, jobset_writer) = reflector::store();
+    let (jobset_events, jobsets_listed) =
+        crate::listed::track(reflector(jobset_writer, watcher(jobsets, watcher::Config::default())));
+    let controller = Controller::for_stream(jobset_events.applied_objects(), cached.clone());
     let synced = {
-        let (jobsets, jobs, svcs, claims, pods) =
-            (cached.clone(), job_reader.clone(), svc_reader.clone(), claim_reader.clone(), pods.clone());
+        let (jobs, svcs, claims, pods) = (job_reader.clone(), svc_reader.clone(), claim_reader.clone(), pods.clone());
         async move {
             let _ = futures::join!(
-                jobsets.wait_until_ready(),
+                jobsets_listed.wait(),
                 jobs.wait_until_ready(),
                 svcs.wait_until_ready(),
                 claims.wait_until_ready(),
