@@ -732,37 +732,20 @@ mod gang {
             }
         }
 
-        /// Waits for the PodGroup's `PodGroupScheduled` condition with this status and returns its
-        /// (reason, message).
-        async fn group_condition(&self, name: &str, status: &'static str) -> (String, String) {
-            let cond = |g: &PodGroup| {
+        /// Waits for the PodGroup's `PodGroupScheduled` condition with `status` (any status when
+        /// `None`) and returns its (status, reason, message).
+        async fn group_condition(&self, name: &str, status: Option<&'static str>) -> (String, String, String) {
+            let cond = move |g: &PodGroup| {
                 let cs = g.status.as_ref()?.conditions.as_ref()?;
-                let c = cs.iter().find(|c| c.type_ == "PodGroupScheduled" && c.status == status)?;
-                Some((c.reason.clone(), c.message.clone()))
+                let c = cs.iter().find(|c| c.type_ == "PodGroupScheduled" && status.is_none_or(|s| c.status == s))?;
+                Some((c.status.clone(), c.reason.clone(), c.message.clone()))
             };
             let found = tokio::time::timeout(
                 WAIT,
                 await_condition(self.groups(), name, move |g: Option<&PodGroup>| g.and_then(cond).is_some()),
             )
             .await
-            .unwrap_or_else(|_| panic!("timed out waiting for PodGroup {name} to have PodGroupScheduled={status}"));
-            cond(&found.unwrap().unwrap()).unwrap()
-        }
-
-        /// Waits for the PodGroup's `PodGroupScheduled` condition, whatever its status, and returns
-        /// (status, reason).
-        async fn group_condition_any(&self, name: &str) -> (String, String) {
-            let cond = |g: &PodGroup| {
-                let cs = g.status.as_ref()?.conditions.as_ref()?;
-                let c = cs.iter().find(|c| c.type_ == "PodGroupScheduled")?;
-                Some((c.status.clone(), c.reason.clone()))
-            };
-            let found = tokio::time::timeout(
-                WAIT,
-                await_condition(self.groups(), name, move |g: Option<&PodGroup>| g.and_then(cond).is_some()),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("timed out waiting for PodGroup {name}'s PodGroupScheduled condition"));
+            .unwrap_or_else(|_| panic!("timed out waiting for PodGroup {name} to have PodGroupScheduled={status:?}"));
             cond(&found.unwrap().unwrap()).unwrap()
         }
 
@@ -818,7 +801,7 @@ mod gang {
         c.gang("train", 3).await;
         c.gang_pods("train", 3).await;
 
-        let (reason, message) = c.group_condition("train", "False").await;
+        let (_, reason, message) = c.group_condition("train", Some("False")).await;
         assert_eq!(reason, "Unschedulable");
         assert!(
             message.starts_with("minCount (3) cannot be satisfied: 2 scheduled, 0 remaining: 0/2 nodes are available"),
@@ -834,7 +817,7 @@ mod gang {
 
         c.cordon("n2", false).await;
         c.wait_bound("train", 3).await;
-        let (reason, _) = c.group_condition("train", "True").await;
+        let (_, reason, _) = c.group_condition("train", Some("True")).await;
         assert_eq!(reason, "Scheduled");
     }
 
@@ -851,11 +834,11 @@ mod gang {
         c.start();
 
         // Each gang's condition is written in the round that tried both.
-        let (a, _) = c.group_condition_any("a").await;
+        let (a, _, _) = c.group_condition("a", None).await;
         let (scheduled, waiting) = if a == "True" { ("a", "b") } else { ("b", "a") };
         c.wait_bound(scheduled, 3).await;
-        c.group_condition(waiting, "False").await;
-        c.group_condition(scheduled, "True").await;
+        c.group_condition(waiting, Some("False")).await;
+        c.group_condition(scheduled, Some("True")).await;
         assert_eq!(c.bound_of(scheduled).await.len(), 3);
         assert_eq!(c.bound_of(waiting).await, Vec::<String>::new(), "the other gang is not half-bound");
     }
