@@ -1267,6 +1267,15 @@ impl PodMachine {
         }
     }
 
+    /// A pod that had not started when the agent started ([`Found::Fresh`]): started normally,
+    /// keeping the `startTime` the API shows (a previous agent's, set while it waited for its
+    /// volumes), as kubelet's status manager keeps a pod's first `StartTime` across restarts.
+    pub fn fresh(spec: PodSpecSummary, backoff: Backoff, status: &PodStatus) -> PodMachine {
+        let mut m = PodMachine::new(spec, backoff);
+        m.start_time = status.start_time.as_ref().map(|t| t.0);
+        m
+    }
+
     fn adopted(
         spec: PodSpecSummary,
         backoff: Backoff,
@@ -2209,6 +2218,19 @@ mod tests {
         assert_eq!((fx, m.next_wakeup()), (vec![Mount], None), "the try is under way");
         let (m, fx) = step(m, Event::MountFailed { at: t(5002) });
         assert_eq!((fx, m.next_wakeup()), (vec![], Some(t(10_002))), "failed again: the same wait, no write");
+        // A new node agent finds it still waiting: the startTime the API shows stays.
+        let shown = m.status(&placement(), &mut ConditionClock::default(), t(5003));
+        let one_spec = || summary(RestartPolicy::Never, vec![], vec![spec("main", Regular)]);
+        let found = PodMachine::after_agent_restart(one_spec(), backoff(), &shown, t(5004), &Default::default());
+        assert!(matches!(found, Found::Fresh), "nothing had started");
+        let (m2, fx) = step(PodMachine::fresh(one_spec(), backoff(), &shown), Event::MountFailed { at: t(5005) });
+        assert_eq!((fx, m2.start_time), (vec![], Some(t(1))), "already shown waiting: no write");
+        let (m2, _) = step(m2, Event::Admit { at: t(5006) });
+        assert_eq!(
+            m2.status(&placement(), &mut ConditionClock::default(), t(5006)).start_time.map(|s| s.0),
+            Some(t(1))
+        );
+
         // The ConfigMap appeared: the pod starts, startTime that of the first try.
         let (m, fx) = run(m, vec![Event::Tick { at: t(10_002) }, Event::Admit { at: t(10_003) }]);
         assert_eq!(fx, [Start(MAIN), WriteStatus]);

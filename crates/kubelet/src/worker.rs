@@ -530,7 +530,7 @@ pub(crate) async fn run(ctx: Arc<NodeContext>, mut updates: watch::Receiver<Arc<
     let machine = match found {
         _ if finished => PodMachine::finished(spec, backoff, phase == Some("Succeeded")),
         Found::Lost(m) | Found::Adopted(m) => m,
-        Found::Fresh => PodMachine::new(spec, backoff),
+        Found::Fresh => PodMachine::fresh(spec, backoff, &status),
     };
     let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
     let mut w = Worker {
