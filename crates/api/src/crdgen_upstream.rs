@@ -204,13 +204,14 @@ fn schema(crd: &Value) -> &Value {
 }
 
 /// The CRD without its schema, controller-gen's version annotation and our additive printer
-/// column.
+/// columns (KEP-1186's `StartTime` is not in upstream's released CRD yet).
 fn envelope(crd: &Value) -> Value {
     let mut c = crd.clone();
     if let Some(v) = c.pointer_mut("/spec/versions/0").and_then(Value::as_object_mut) {
         v.remove("schema");
         if let Some(Value::Array(cols)) = v.get_mut("additionalPrinterColumns") {
-            cols.retain(|col| col["name"] != crate::crdgen::LAST_RESTART_COLUMN);
+            let ours = [crate::crdgen::LAST_RESTART_COLUMN, crate::crdgen::START_TIME_COLUMN];
+            cols.retain(|col| !ours.iter().any(|name| col["name"] == *name));
         }
     }
     if let Some(m) = c.pointer_mut("/metadata").and_then(Value::as_object_mut) {

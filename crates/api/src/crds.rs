@@ -31,7 +31,7 @@ mod tests {
     }
 
     #[test]
-    fn jobset_printer_columns_are_upstreams_and_the_last_restart() {
+    fn jobset_printer_columns_are_upstreams_the_last_restart_and_kep_1186_s_start_time() {
         let crds = preinstalled().unwrap();
         let cols: Vec<&str> = crds[0]
             .pointer("/spec/versions/0/additionalPrinterColumns")
@@ -40,7 +40,7 @@ mod tests {
             .iter()
             .filter_map(|c| c.get("name")?.as_str())
             .collect();
-        assert_eq!(cols, ["TerminalState", "Restarts", "Last Restart", "Completed", "Suspended", "Age"]);
+        assert_eq!(cols, ["TerminalState", "Restarts", "Last Restart", "Completed", "Suspended", "StartTime", "Age"]);
     }
 
     #[test]

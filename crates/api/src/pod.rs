@@ -10,8 +10,9 @@
 //! `restartPolicyRules` (with the `ContainerRestartRules` and `RestartAllContainersOnContainerExits`
 //! features on, so `RestartAllContainers` is an allowed action, as the node agents implement it);
 //! lifecycle hooks and probes on init containers that are not sidecars; unknown pod
-//! `restartPolicy` and `dnsPolicy`; on create, `ephemeralContainers` and a `nodeName` set while
-//! `schedulingGates` remain.
+//! `restartPolicy` and `dnsPolicy`; `schedulingGroup` (its `podGroupName` set, a DNS-1123
+//! subdomain); on create, `ephemeralContainers` and a `nodeName` set while `schedulingGates`
+//! remain.
 //!
 //! Not covered: volumes, env, resources, probes' contents, security contexts, affinity and the
 //! other fields `ValidatePodSpec` checks. The API server does not default pods, so a field
@@ -23,7 +24,9 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use crate::field::FieldError;
-use crate::validation::{DNS1123_LABEL_FMT, matches_dns1123_label, max_len_error, regex_error};
+use crate::validation::{
+    DNS1123_LABEL_FMT, dns1123_subdomain_errors, matches_dns1123_label, max_len_error, regex_error,
+};
 
 const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const PORT_RANGE_ERR: &str = "must be between 1 and 65535, inclusive";
@@ -102,7 +105,29 @@ pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
     validate_init_containers(containers(spec, "initContainers"), regular, &format!("{path}.initContainers"), &mut errs);
     not_supported_if_set(spec, "restartPolicy", RESTART_POLICIES, path, &mut errs);
     not_supported_if_set(spec, "dnsPolicy", DNS_POLICIES, path, &mut errs);
+    validate_scheduling_group(spec, path, &mut errs);
     errs
+}
+
+/// `validateSchedulingGroup` (Kubernetes 1.36, KEP-4671): a set `schedulingGroup` names its
+/// PodGroup (its one option), with a valid PodGroup name (`ValidatePodGroupName`, a DNS-1123
+/// subdomain).
+fn validate_scheduling_group(spec: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let Some(group) = get(spec, "schedulingGroup") else { return };
+    let field = format!("{path}.schedulingGroup.podGroupName");
+    match get(group, "podGroupName") {
+        None => errs.push(FieldError::invalid(field, &Value::Null, "must specify one of: `podGroupName`")),
+        Some(Value::String(name)) if name.is_empty() => {
+            errs.push(FieldError::invalid(field, &json!(""), "must not be empty"));
+        }
+        Some(Value::String(name)) => {
+            for detail in dns1123_subdomain_errors(name) {
+                errs.push(FieldError::invalid(field.clone(), &json!(name), detail));
+            }
+        }
+        // kube-apiserver cannot even decode it.
+        Some(other) => errs.push(FieldError::invalid(field, other, "must be a string")),
+    }
 }
 
 /// `validateContainers`.
@@ -363,6 +388,51 @@ mod tests {
     /// `n` restart rules restarting on exit code 42.
     fn rules(n: usize) -> Value {
         json!(vec![json!({"action": "Restart", "exitCodes": {"operator": "In", "values": [42]}}); n])
+    }
+
+    #[test]
+    fn a_scheduling_group_names_a_valid_pod_group_as_kube_apiserver_requires() {
+        const SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+        let field = "spec.schedulingGroup.podGroupName";
+        // (case, schedulingGroup, errors)
+        let cases: [(&str, Value, Vec<String>); 8] = [
+            ("absent", Value::Null, vec![]),
+            ("a valid name", json!({"podGroupName": "train-all-0"}), vec![]),
+            ("a dotted name", json!({"podGroupName": "a.b-c"}), vec![]),
+            (
+                "no podGroupName",
+                json!({}),
+                vec![format!("{field}: Invalid value: null: must specify one of: `podGroupName`")],
+            ),
+            (
+                "a null podGroupName",
+                json!({"podGroupName": null}),
+                vec![format!("{field}: Invalid value: null: must specify one of: `podGroupName`")],
+            ),
+            ("empty", json!({"podGroupName": ""}), vec![format!(r#"{field}: Invalid value: "": must not be empty"#)]),
+            (
+                "upper case",
+                json!({"podGroupName": "Train_0"}),
+                vec![format!(r#"{field}: Invalid value: "Train_0": {SUBDOMAIN_ERR}"#)],
+            ),
+            ("not a string", json!({"podGroupName": 7}), vec![format!("{field}: Invalid value: 7: must be a string")]),
+        ];
+        for (case, group, want) in cases {
+            let mut spec = ok_spec();
+            if !group.is_null() {
+                spec["schedulingGroup"] = group;
+            }
+            assert_eq!(rendered(&validate_pod(&pod(spec.clone()), None)), want, "{case}");
+            // A Job's template is checked at its own path.
+            let in_template: Vec<String> = want.iter().map(|w| format!("spec.template.{w}")).collect();
+            assert_eq!(rendered(&validate_pod_spec(&spec, "spec.template.spec")), in_template, "{case} in a template");
+        }
+        let long = "a".repeat(254);
+        let errs = rendered(&validate_pod(
+            &pod(json!({"containers": [{"name": "c", "image": "x"}], "schedulingGroup": {"podGroupName": long}})),
+            None,
+        ));
+        assert_eq!(errs, [format!(r#"{field}: Invalid value: "{long}": must be no more than 253 characters"#)]);
     }
 
     #[test]

@@ -195,3 +195,34 @@ async fn a_job_s_pod_template_is_validated_and_a_jobset_s_is_not() {
     .unwrap();
     jobsets.create(&PostParams::default(), &jobset).await.expect("a JobSet with an empty image is stored");
 }
+
+#[tokio::test]
+async fn a_scheduling_group_without_a_valid_pod_group_name_is_refused_naming_the_field() {
+    let h = harness(Transport::InProcess).await;
+    let pods: Api<Pod> = Api::default_namespaced(h.client.clone());
+    let field = "spec.schedulingGroup.podGroupName";
+    let subdomain_err = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+    let bad_name = format!(r#"Invalid value: "Gang_0": {subdomain_err}"#);
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("no podGroupName", json!({}), "Invalid value: null: must specify one of: `podGroupName`"),
+        ("an empty podGroupName", json!({"podGroupName": ""}), r#"Invalid value: "": must not be empty"#),
+        ("a podGroupName that is no DNS subdomain", json!({"podGroupName": "Gang_0"}), &bad_name),
+    ];
+    for (case, group, want) in cases {
+        let spec = json!({"containers": [container(json!({}))], "schedulingGroup": group});
+        let (message, got) = refused(pods.create(&PostParams::default(), &pod("p", spec)).await);
+        assert_eq!(message, format!(r#"Pod "p" is invalid: {field}: {want}"#), "{case}");
+        assert_eq!(got, causes(&[("FieldValueInvalid", field, want)]), "{case}");
+    }
+    let spec = json!({"containers": [container(json!({}))], "schedulingGroup": {"podGroupName": "gang-0"}});
+    pods.create(&PostParams::default(), &pod("p", spec)).await.expect("a pod in a valid group is created");
+
+    // A Job's template is checked at its own path.
+    let jobs: Api<Job> = Api::default_namespaced(h.client.clone());
+    let job: Job = serde_json::from_value(json!({"metadata": {"name": "j"}, "spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [container(json!({}))], "schedulingGroup": {"podGroupName": ""}}}}}))
+    .unwrap();
+    let (_, got) = refused(jobs.create(&PostParams::default(), &job).await);
+    let template_field = format!("spec.template.{field}");
+    assert_eq!(got, causes(&[("FieldValueInvalid", &template_field, r#"Invalid value: "": must not be empty"#)]));
+}

@@ -82,12 +82,17 @@ pub fn describe(kind: &str, obj: &Value, events: &mut [Event], now: Timestamp) -
     match kind {
         "Job" => job(&mut b, obj),
         "Pod" => pod(&mut b, obj),
+        "JobSet" => {
+            jobset(&mut b, obj, now);
+            generic(&mut b, obj);
+        }
         _ => generic(&mut b, obj),
     }
     let mut out = String::new();
     b.render(&mut out);
     conditions(&mut out, obj);
     if kind == "JobSet" {
+        rule_budgets(&mut out, obj);
         restarts(&mut out, obj);
     }
     events_section(&mut out, events, now);
@@ -237,6 +242,63 @@ fn generic(b: &mut Block, obj: &Value) {
         for line in yaml.lines() {
             b.0.push((2, line.to_string(), String::new()));
         }
+    }
+}
+
+/// A JobSet's run and deadline (KEP-1282, KEP-1186), above the spec and status dump.
+fn jobset(b: &mut Block, js: &Value, now: Timestamp) {
+    let (spec, st) = (&js["spec"], &js["status"]);
+    if !st["executionAttempts"].is_null() {
+        b.kv(0, "Execution Attempts", s(&st["executionAttempts"]));
+    }
+    if !st["startTime"].is_null() {
+        b.kv(0, "Start Time", s(&st["startTime"]));
+    }
+    let Some(seconds) = spec["activeDeadlineSeconds"].as_i64() else { return };
+    let start = st["startTime"].as_str().and_then(|t| t.parse::<Timestamp>().ok());
+    let deadline = start.and_then(|t| t.checked_add(jiff::SignedDuration::from_secs(seconds)).ok());
+    // The deadline only runs while the JobSet is active (startTime is cleared while suspended).
+    let finished = st["terminalState"].as_str().is_some_and(|t| !t.is_empty());
+    let value = match deadline {
+        Some(d) if finished => format!("{seconds}s (deadline {d})"),
+        Some(d) if d > now => {
+            format!("{seconds}s (deadline {d}, in {})", jobset_apiserver::table::human_duration(d.duration_since(now)))
+        }
+        Some(d) => format!("{seconds}s (deadline {d}, passed)"),
+        None => format!("{seconds}s (not running)"),
+    };
+    b.kv(0, "Active Deadline Seconds", value);
+}
+
+/// Each failure-policy rule with its own `maxRestarts` and the restarts it made
+/// (`status.failurePolicyRulesStatus`), also the counts of rules no longer in the spec.
+fn rule_budgets(out: &mut String, js: &Value) {
+    let rules = js["spec"]["failurePolicy"]["rules"].as_array().cloned().unwrap_or_default();
+    let counts = js["status"]["failurePolicyRulesStatus"].as_array().cloned().unwrap_or_default();
+    let count = |name: &Value| counts.iter().find(|c| &c["name"] == name).map_or("0".into(), |c| s(&c["restarts"]));
+    let mut rows: Vec<Vec<String>> = rules
+        .iter()
+        .filter(|r| !r["maxRestarts"].is_null())
+        .map(|r| vec![s(&r["name"]), s(&r["action"]), count(&r["name"]), s(&r["maxRestarts"])])
+        .collect();
+    for c in &counts {
+        let rule = rules.iter().find(|r| r["name"] == c["name"]);
+        if rule.is_none_or(|r| r["maxRestarts"].is_null()) {
+            let action = rule.map_or("<none>".into(), |r| s(&r["action"]));
+            rows.push(vec![s(&c["name"]), action, s(&c["restarts"]), "<none>".into()]);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("Failure Policy Rule Budgets:\n");
+    let mut cells = vec![
+        ["Rule", "Action", "Restarts", "Max Restarts"].map(String::from).to_vec(),
+        ["----", "------", "--------", "------------"].map(String::from).to_vec(),
+    ];
+    cells.extend(rows);
+    for l in align(&cells) {
+        out.push_str(&format!("  {}\n", l.trim_end()));
     }
 }
 
@@ -426,6 +488,59 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
         }
+    }
+
+    #[test]
+    fn jobsets_show_execution_attempts_start_time_and_deadline() {
+        let now: Timestamp = "2026-01-01T00:04:00Z".parse().unwrap();
+        let js = |spec: Value, status: Value| json!({"metadata": {"name": "js"}, "spec": spec, "status": status});
+        let running = js(
+            json!({"activeDeadlineSeconds": 600}),
+            json!({"executionAttempts": 2, "startTime": "2026-01-01T00:00:00Z"}),
+        );
+        let text = describe("JobSet", &running, &mut [], now);
+        for want in [
+            "Execution Attempts:       2\n",
+            "Start Time:               2026-01-01T00:00:00Z\n",
+            "Active Deadline Seconds:  600s (deadline 2026-01-01T00:10:00Z, in 6m)\n",
+        ] {
+            assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+        let late = "2026-01-01T00:11:00Z".parse().unwrap();
+        assert!(describe("JobSet", &running, &mut [], late).contains("(deadline 2026-01-01T00:10:00Z, passed)\n"));
+        let failed = js(
+            json!({"activeDeadlineSeconds": 600}),
+            json!({"startTime": "2026-01-01T00:00:00Z", "terminalState": "Failed"}),
+        );
+        assert!(describe("JobSet", &failed, &mut [], late).contains("600s (deadline 2026-01-01T00:10:00Z)\n"));
+        let suspended = js(json!({"activeDeadlineSeconds": 600, "suspend": true}), json!({"executionAttempts": 0}));
+        let text = describe("JobSet", &suspended, &mut [], now);
+        assert!(text.contains("Active Deadline Seconds:  600s (not running)\n"), "{text}");
+        assert!(!text.contains("Start Time:"), "{text}");
+        let plain = describe("JobSet", &js(json!({}), json!({})), &mut [], now);
+        for absent in ["Execution Attempts:", "Start Time:", "Active Deadline Seconds:"] {
+            assert!(!plain.contains(absent), "{absent:?} in\n{plain}");
+        }
+    }
+
+    #[test]
+    fn jobsets_show_each_rule_budget_with_its_restarts() {
+        let js = json!({"metadata": {"name": "js"},
+            "spec": {"failurePolicy": {"maxRestarts": 3, "rules": [
+                {"name": "infra", "action": "RestartJobSet", "maxRestarts": 100},
+                {"name": "app", "action": "RestartJob", "maxRestarts": 2},
+                {"name": "fatal", "action": "FailJobSet"}]}},
+            "status": {"failurePolicyRulesStatus": [{"name": "infra", "restarts": 7}, {"name": "gone", "restarts": 1}]}});
+        let text = describe("JobSet", &js, &mut [], Timestamp::now());
+        let section = &text[text.find("Failure Policy Rule Budgets:\n").expect("a budgets section")..];
+        let lines: Vec<Vec<&str>> = section.lines().skip(1).take(5).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(lines[0], ["Rule", "Action", "Restarts", "Max", "Restarts"]);
+        assert_eq!(lines[2], ["infra", "RestartJobSet", "7", "100"]);
+        assert_eq!(lines[3], ["app", "RestartJob", "0", "2"]);
+        assert_eq!(lines[4], ["gone", "<none>", "1", "<none>"]);
+        assert!(!section.contains("fatal"), "{section}");
+        let none = json!({"metadata": {"name": "js"}, "spec": {"failurePolicy": {"rules": [{"name": "r", "action": "FailJobSet"}]}}});
+        assert!(!describe("JobSet", &none, &mut [], Timestamp::now()).contains("Failure Policy Rule Budgets:"));
     }
 
     #[test]

@@ -410,7 +410,7 @@ fn get_describe_and_api_resources() {
     let out = c.kubectl(&["get", "jobsets"]);
     let table = out.ok();
     let header = table.lines().next().unwrap_or_default();
-    for column in ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "AGE"] {
+    for column in ["NAME", "TERMINALSTATE", "RESTARTS", "COMPLETED", "SUSPENDED", "STARTTIME", "AGE"] {
         assert!(header.split_whitespace().any(|c| c == column), "no {column} column in {}", out.describe());
     }
     assert_eq!(row_names(table), ["demo"], "{}", out.describe());

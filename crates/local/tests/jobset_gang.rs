@@ -104,7 +104,7 @@ async fn a_gang_jobset_stays_entirely_pending_while_a_node_is_cordoned_and_start
 }
 
 /// Job 0's pod fails once; a restart that recreates the Jobs makes a new gang, placed all
-/// together again, and the old one stays as it was.
+/// together again, and the old gang's PodGroup is deleted once its Jobs are gone.
 async fn recreated_jobs_form_a_new_gang(strategy: &str) {
     let c = gpu_cluster().await;
     let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
@@ -124,15 +124,8 @@ async fn recreated_jobs_form_a_new_gang(strategy: &str) {
     }
     group_scheduled(&c, "gang-all-1", "True").await;
     let groups: Api<PodGroup> = Api::default_namespaced(c.client());
-    let names: Vec<String> = groups
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter_map(|g| g.metadata.name.clone())
-        .collect();
-    assert_eq!(names, ["gang-all-0", "gang-all-1"], "{strategy}");
+    let left = wait_for(&groups, of_jobset("gang"), "only the new attempt's PodGroup", |gs| gs.len() == 1).await;
+    assert_eq!(name_of(&left[0]), "gang-all-1", "{strategy}");
     c.shutdown().await;
 }
 
@@ -191,5 +184,30 @@ async fn an_in_place_restart_keeps_the_gang_s_pods_bound() {
     }
     let groups: Api<PodGroup> = Api::default_namespaced(c.client());
     assert_eq!(groups.list(&ListParams::default()).await.unwrap().items.len(), 2, "no new gang");
+    c.shutdown().await;
+}
+
+/// A PodGroup no pod may join any more (as one a controller that crashed between a restart and
+/// the clean-up leaves behind) is deleted by the next JobSet controller, which remembers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_deletes_pod_groups_left_from_earlier_attempts() {
+    let mut c = gpu_cluster().await;
+    let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
+    let js = gang(jobset("gang", "Recreate", 0, vec![], vec![gpu_rjob(&[])]), "JobSetAsGang");
+    jobsets.create(&PostParams::default(), &js).await.unwrap();
+    let current = group_scheduled(&c, "gang-all-0", "True").await;
+
+    let groups: Api<PodGroup> = Api::default_namespaced(c.client());
+    let mut left = PodGroup { metadata: current.metadata.clone(), spec: current.spec.clone(), status: None };
+    left.metadata = kube::api::ObjectMeta {
+        name: Some("gang-all-left".into()),
+        labels: current.metadata.labels.clone(),
+        owner_references: current.metadata.owner_references.clone(),
+        ..Default::default()
+    };
+    groups.create(&PostParams::default(), &left).await.unwrap();
+    c.restart_jobset_controller();
+    let kept = wait_for(&groups, of_jobset("gang"), "the left-over PodGroup deleted", |gs| gs.len() == 1).await;
+    assert_eq!(name_of(&kept[0]), "gang-all-0", "the one in use stays");
     c.shutdown().await;
 }

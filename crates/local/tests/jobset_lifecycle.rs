@@ -149,11 +149,15 @@ async fn a_jobset_past_its_active_deadline_fails_and_its_jobs_and_pods_are_remov
     let c = cluster(2).await;
     let name = "deadline";
     let sim = [("duration", "forever")];
-    let js = jobset_of(name, 2, 1, &sim, json!({"activeDeadlineSeconds": 1, "failurePolicy": {"maxRestarts": 3}}));
+    let js = jobset_of(name, 2, 1, &sim, json!({"failurePolicy": {"maxRestarts": 3}}));
     jobsets(&c).create(&PostParams::default(), &js).await.unwrap();
     let pods_api: Api<Pod> = Api::default_namespaced(c.client());
     let running = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
     wait_for(&pods_api, of_jobset(name), "two running pods", |p| p.iter().filter(|p| running(p)).count() == 2).await;
+    // The field is mutable: set on the running JobSet (so a loaded machine cannot pass the
+    // deadline before the pods run), it counts from the JobSet's start.
+    let deadline = json!({"spec": {"activeDeadlineSeconds": 1}});
+    jobsets(&c).patch(name, &Default::default(), &kube::api::Patch::Merge(&deadline)).await.unwrap();
     // No event comes from a wedged JobSet: only the controller's requeue can fail it.
     let failed = wait_jobset(&jobsets(&c), name, "Failed", |j| j.condition_true(COND_FAILED)).await;
     let cond = failed.condition(COND_FAILED).unwrap();
@@ -168,5 +172,27 @@ async fn a_jobset_past_its_active_deadline_fails_and_its_jobs_and_pods_are_remov
     assert!(failed_at >= start + jiff::SignedDuration::from_secs(1), "failed at {failed_at}, started at {start}");
     wait_for(&jobs_api(&c), of_jobset(name), "no Jobs", |j| j.is_empty()).await;
     wait_for(&pods_api, of_jobset(name), "no pods", |p| p.is_empty()).await;
+
+    // The KEP's metric, counted before the controller sends the failure's event.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::default_namespaced(c.client());
+    wait_for(&events, Default::default(), "the DeadlineExceeded event", |es| {
+        es.iter().any(|e| e.reason.as_deref() == Some(REASON_DEADLINE_EXCEEDED))
+    })
+    .await;
+    let metrics = c.client().request_text(http::Request::get("/metrics").body(Vec::new()).unwrap()).await.unwrap();
+    let series = format!(r#"jobset_active_deadline_exceeded_total{{jobset_name="{name}",namespace="default"}} 1"#);
+    assert!(metrics.contains(&series), "{series} not in\n{metrics}");
+
+    // The KEP's printer column: `StartTime`, a date (an age, as `Age`).
+    let table = http::Request::get("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets")
+        .header(http::header::ACCEPT, "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = serde_json::from_str(&c.client().request_text(table).await.unwrap()).unwrap();
+    let columns = table["columnDefinitions"].as_array().unwrap();
+    let at = columns.iter().position(|col| col["name"] == "StartTime").expect("a StartTime column");
+    assert_eq!(columns[at]["type"], "date");
+    let cell = &table["rows"][0]["cells"][at];
+    assert!(cell.as_str().is_some_and(|age| age.ends_with('s') && age != "<unknown>"), "StartTime cell {cell}");
     c.shutdown().await;
 }

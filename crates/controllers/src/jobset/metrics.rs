@@ -1,6 +1,7 @@
 //! Prometheus metrics of the JobSet controller: upstream's `jobset_completed_total` and
-//! `jobset_failed_total`, plus restarts by action and trigger reason and the duration of each
-//! restart phase (docs/restart-timeline.md); its reconciles go to controller-runtime's series
+//! `jobset_failed_total`, KEP-1186's `jobset_active_deadline_exceeded_total`, plus restarts by
+//! action and trigger reason and the duration of each restart phase (docs/restart-timeline.md);
+//! its reconciles go to controller-runtime's series
 //! (`crate::metrics::ReconcileMetrics`, `controller="jobset"`).
 
 use std::time::Duration;
@@ -44,6 +45,7 @@ type PhaseFamily = Family<PhaseLabels, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     completed: Family<JobSetLabels, Counter>,
     failed: Family<JobSetLabels, Counter>,
+    deadline_exceeded: Family<JobSetLabels, Counter>,
     restarts: Family<RestartLabels, Counter>,
     restart_phases: PhaseFamily,
     reconcile: ReconcileMetrics,
@@ -63,6 +65,7 @@ impl Metrics {
         Metrics {
             completed: Family::default(),
             failed: Family::default(),
+            deadline_exceeded: Family::default(),
             restarts: Family::default(),
             restart_phases: Family::new_with_constructor(|| Histogram::new(RESTART_BUCKETS)),
             reconcile,
@@ -75,6 +78,11 @@ impl Metrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register("jobset_completed", "Number of completed JobSets", self.completed.clone());
         registry.register("jobset_failed", "Number of failed JobSets", self.failed.clone());
+        registry.register(
+            "jobset_active_deadline_exceeded",
+            "Number of JobSets failed for exceeding their activeDeadlineSeconds",
+            self.deadline_exceeded.clone(),
+        );
         registry.register("jobset_restarts", "JobSet restarts, by action and trigger reason", self.restarts.clone());
         registry.register(
             "jobset_restart_duration_seconds",
@@ -93,6 +101,10 @@ impl Metrics {
 
     pub fn failed(&self, ns: &str, name: &str) {
         self.failed.get_or_create(&Self::labels(ns, name)).inc();
+    }
+
+    pub fn active_deadline_exceeded(&self, ns: &str, name: &str) {
+        self.deadline_exceeded.get_or_create(&Self::labels(ns, name)).inc();
     }
 
     pub fn restart(&self, ns: &str, name: &str, action: &str, reason: &str) {
@@ -130,6 +142,7 @@ mod tests {
         reconcile.register(&mut r);
         m.completed("ns", "a");
         m.failed("ns", "b");
+        m.active_deadline_exceeded("ns", "b");
         m.restart("ns", "a", "RestartJobSet", "BackoffLimitExceeded");
         m.restart_phase(&Observation {
             strategy: RestartStrategy::InPlaceRestart,
@@ -142,6 +155,7 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut out, &r).unwrap();
         assert!(out.contains(r#"jobset_completed_total{jobset_name="a",namespace="ns"} 1"#), "{out}");
         assert!(out.contains(r#"jobset_failed_total{jobset_name="b",namespace="ns"} 1"#), "{out}");
+        assert!(out.contains(r#"jobset_active_deadline_exceeded_total{jobset_name="b",namespace="ns"} 1"#), "{out}");
         assert!(
             out.contains(
                 r#"jobset_restarts_total{jobset_name="a",namespace="ns",action="RestartJobSet",reason="BackoffLimitExceeded"} 1"#

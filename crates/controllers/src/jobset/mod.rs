@@ -10,6 +10,7 @@ pub mod construct;
 pub mod deadline;
 pub mod execution_attempts;
 pub mod failure_policy;
+pub mod gang;
 pub mod in_place_restart;
 pub mod metrics;
 pub mod restart_history;
@@ -19,7 +20,7 @@ pub mod sync;
 pub mod ttl;
 pub mod update;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -87,8 +88,17 @@ pub struct Ctx {
     recorder: Recorder,
     config: JobSetControllerConfig,
     pub metrics: Arc<Metrics>,
-    /// resourceVersion of our last status write, per JobSet uid.
-    written: Mutex<HashMap<String, u64>>,
+    written: Mutex<Written>,
+}
+
+/// What this controller last did, per JobSet uid.
+#[derive(Default)]
+struct Written {
+    /// The resourceVersion of our last status write: a cache older than it is not acted on.
+    status: HashMap<String, u64>,
+    /// The PodGroups in use when a gang JobSet's stale ones were last removed: while the same
+    /// ones are in use, there is nothing new to remove (no list on every reconcile).
+    pod_groups: HashMap<String, BTreeSet<String>>,
 }
 
 fn rv(js: &JobSet) -> u64 {
@@ -123,7 +133,7 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
         return Ok(Action::await_change());
     }
     let uid = js.metadata.uid.clone().unwrap_or_default();
-    if Ctx::lock(&ctx.written).get(&uid).is_some_and(|&w| rv(js) < w) {
+    if Ctx::lock(&ctx.written).status.get(&uid).is_some_and(|&w| rv(js) < w) {
         return Ok(Action::requeue(ctx.config.cache_wait));
     }
     let ns = js.namespace().to_string();
@@ -146,7 +156,39 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
         history_limit: ctx.config.restart_history_limit,
     })
     .map_err(Error::Reconcile)?;
+    if let Some(in_use) = gang::in_use(js, &jobs.iter().map(|j| j.as_ref()).collect::<Vec<_>>()) {
+        remove_stale_pod_groups(ctx, js, &ns, &uid, in_use).await?;
+    }
     execute(js, &ns, &uid, plan, ctx).await
+}
+
+/// Deletes the PodGroups of a gang JobSet's earlier attempts (see [`gang`]): listed once per
+/// change of the groups in use, so a controller restarted between a restart and the deletion
+/// still deletes them.
+async fn remove_stale_pod_groups(
+    ctx: &Ctx,
+    js: &JobSet,
+    ns: &str,
+    uid: &str,
+    in_use: BTreeSet<String>,
+) -> Result<(), Error> {
+    use k8s_openapi::api::scheduling::v1alpha2::PodGroup;
+    if Ctx::lock(&ctx.written).pod_groups.get(uid) == Some(&in_use) {
+        return Ok(());
+    }
+    let api: Api<PodGroup> = Api::namespaced(ctx.client.clone(), ns);
+    let lp = kube::api::ListParams::default().labels(&format!("{JOBSET_NAME}={}", js.name()));
+    let groups = api.list(&lp).await?.items;
+    let owned = groups.iter().filter(|g| owned_by(&g.metadata, uid)).filter_map(|g| g.metadata.name.as_deref());
+    for name in gang::stale(&in_use, owned) {
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ctx::lock(&ctx.written).pod_groups.insert(uid.to_string(), in_use);
+    Ok(())
 }
 
 /// The clock in whole microseconds: restart records keep `MicroTime`s, so a record's `duration`
@@ -287,7 +329,7 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
         next.status = Some(update.status.clone());
         match api.replace_status(js.name(), &PostParams::default(), &next).await {
             Ok(written) => {
-                Ctx::lock(&ctx.written).insert(uid.to_string(), rv(&written));
+                Ctx::lock(&ctx.written).status.insert(uid.to_string(), rv(&written));
             }
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Action::requeue(ctx.config.cache_wait)),
             Err(e) => return Err(e.into()),
@@ -299,6 +341,7 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
                 Metric::Failed => ctx.metrics.failed(ns, js.name()),
                 Metric::Restart { action, reason } => ctx.metrics.restart(ns, js.name(), action, reason),
                 Metric::RestartPhase(o) => ctx.metrics.restart_phase(o),
+                Metric::DeadlineExceeded => ctx.metrics.active_deadline_exceeded(ns, js.name()),
             }
         }
         for e in &update.events {
@@ -313,7 +356,9 @@ async fn execute(js: &JobSet, ns: &str, uid: &str, plan: Plan, ctx: &Ctx) -> Res
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
         }
-        Ctx::lock(&ctx.written).remove(uid);
+        let mut w = Ctx::lock(&ctx.written);
+        w.status.remove(uid);
+        w.pod_groups.remove(uid);
         return Ok(Action::await_change());
     }
     Ok(plan.requeue_after.map(Action::requeue).unwrap_or_else(Action::await_change))

@@ -187,6 +187,7 @@ fn decide(input: &SyncInput) -> Result<Plan, String> {
                 } else {
                     plan.delete_jobs.extend(c.active.iter().filter(|j| !j.deleting()).map(|j| j.name.to_string()));
                     failure_policy::fail(&mut plan.update, REASON_DEADLINE_EXCEEDED, message);
+                    plan.update.metrics.push(Metric::DeadlineExceeded);
                 }
                 return Ok(plan);
             }
@@ -1126,6 +1127,8 @@ mod tests {
             let p = plan(&js(spec, status), jobs, &[]);
             let st = &p.update.status;
             let failed = st.conditions.iter().find(|c| c.type_ == "Failed" && c.status == "True");
+            let by_deadline = failed.is_some_and(|f| f.reason == "DeadlineExceeded");
+            assert_eq!(p.update.metrics.contains(&Metric::DeadlineExceeded), by_deadline, "{case}: the metric");
             if let Some(f) = failed.filter(|f| f.reason == "DeadlineExceeded") {
                 assert_eq!(f.message, "JobSet was active for longer than the specified deadline of 10s", "{case}");
                 assert_eq!(st.terminal_state, "Failed", "{case}");

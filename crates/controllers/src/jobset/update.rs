@@ -27,6 +27,8 @@ pub enum Metric {
     },
     /// A restart phase's duration, stamped by this write.
     RestartPhase(Observation),
+    /// KEP-1186: the JobSet failed for its `activeDeadlineSeconds` (besides `Failed`).
+    DeadlineExceeded,
 }
 
 #[derive(Debug, Clone)]
