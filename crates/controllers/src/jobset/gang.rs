@@ -12,10 +12,10 @@ use k8s_openapi::api::batch::v1::Job;
 
 /// The PodGroups a gang JobSet's pods may still join: those its replicated jobs' next Jobs join
 /// and those the pod templates of its Jobs name. None without a gang policy.
-pub fn in_use(js: &JobSet, jobs: &[&Job]) -> Option<BTreeSet<String>> {
+pub fn in_use<'a>(js: &JobSet, jobs: impl IntoIterator<Item = &'a Job>) -> Option<BTreeSet<String>> {
     gang::policy(js)?;
     let next = js.spec.replicated_jobs.iter().filter_map(|rj| pod_group_name(js, rj));
-    let named = jobs.iter().filter_map(|j| {
+    let named = jobs.into_iter().filter_map(|j| {
         let pod = j.spec.as_ref()?.template.spec.as_ref()?;
         pod.scheduling_group.as_ref()?.pod_group_name.clone()
     });
@@ -78,7 +78,7 @@ mod tests {
             ),
         ];
         for (case, policy, status, jobs, want) in cases {
-            let got = in_use(&js(policy, status), &jobs);
+            let got = in_use(&js(policy, status), jobs.iter().copied());
             let want = want.map(|w| w.into_iter().map(String::from).collect::<BTreeSet<_>>());
             assert_eq!(got, want, "{case}");
         }

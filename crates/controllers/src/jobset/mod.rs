@@ -156,7 +156,7 @@ async fn reconcile_inner(js: &JobSet, ctx: &Ctx) -> Result<Action, Error> {
         history_limit: ctx.config.restart_history_limit,
     })
     .map_err(Error::Reconcile)?;
-    if let Some(in_use) = gang::in_use(js, &jobs.iter().map(|j| j.as_ref()).collect::<Vec<_>>()) {
+    if let Some(in_use) = gang::in_use(js, jobs.iter().map(|j| j.as_ref())) {
         remove_stale_pod_groups(ctx, js, &ns, &uid, in_use).await?;
     }
     execute(js, &ns, &uid, plan, ctx).await
