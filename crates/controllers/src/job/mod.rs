@@ -262,7 +262,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     }
     let reasons = ctx.condition_reasons(&job).await?;
     let backoff = Ctx::lock(&ctx.backoff).get(&uid).cloned().unwrap_or_default();
-    let plan = sync::sync(&SyncInput {
+    let mut plan = sync::sync(&SyncInput {
         job: &job,
         set_condition_reasons: reasons,
         pods: pods.iter().map(|p| p.as_ref()).collect(),
@@ -289,7 +289,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
             Err(e) => return Err(e.into()),
         }
     }
-    let mut creates = plan.creates.clone();
+    let mut creates = std::mem::take(&mut plan.creates);
     if ctx.config.workload_with_job
         && !creates.is_empty()
         && workload::is_candidate(&job)
@@ -373,16 +373,8 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     }
     // Events only after the status they report was written.
     for e in &plan.events {
-        let ev = KubeEvent {
-            type_: if e.kind == EventKind::Warning { EventType::Warning } else { EventType::Normal },
-            reason: e.reason.clone(),
-            note: Some(e.message.clone()),
-            action: "Sync".into(),
-            secondary: None,
-        };
-        if let Err(err) = ctx.recorder.publish(&ev, &job.object_ref(&())).await {
-            tracing::warn!(job = %job.name_any(), error = %err, "publishing an event failed");
-        }
+        let type_ = if e.kind == EventKind::Warning { EventType::Warning } else { EventType::Normal };
+        ctx.publish(&job, type_, &e.reason, e.message.clone()).await;
     }
     if plan.finished {
         Ctx::lock(&ctx.reasons).remove(&uid);
