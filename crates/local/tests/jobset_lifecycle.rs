@@ -139,6 +139,76 @@ async fn execution_attempts_count_the_first_run_a_restart_and_a_resume_and_label
     c.shutdown().await;
 }
 
+/// KEP-1282's "Example", as written: a JobSet starts and its pods carry `restart-attempt` and
+/// `execution-attempt` "0"; Kueue evicts it (`suspend: true`: its pods are deleted) and readmits
+/// it (`suspend: false`): the new pods carry `execution-attempt` "1" while `restart-attempt`
+/// stays "0".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kep_1282_example_an_eviction_and_readmission_begin_execution_attempt_1_and_keep_restart_attempt_0() {
+    use k8s_openapi::api::core::v1::Pod;
+    let c = cluster(2).await;
+    let name = "kep1282";
+    let js = jobset_of(name, 2, 1, &[("duration", "forever")], json!({}));
+    let pods_api: Api<Pod> = Api::default_namespaced(c.client());
+    let pods = record(pods_api.clone(), of_jobset(name)).await;
+    let api = jobsets(&c);
+    api.create(&PostParams::default(), &js).await.unwrap();
+    let running = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+    let attempts = |p: &Pod| {
+        let restart = p.metadata.labels.as_ref().and_then(|l| l.get(RESTART_ATTEMPT)).cloned();
+        let run = p.metadata.annotations.as_ref().and_then(|a| a.get(EXECUTION_ATTEMPT)).cloned();
+        (restart.unwrap_or_default(), run.unwrap_or_default())
+    };
+    let first = wait_jobset(&api, name, "first run", |j| execution_attempts(j) == Some(0)).await;
+    assert_eq!(first.status.as_ref().unwrap().restarts, 0);
+    wait_for(&pods_api, of_jobset(name), "two running pods of run 0", |p| {
+        p.len() == 2 && p.iter().all(|p| running(p) && attempts(p) == ("0".into(), "0".into()))
+    })
+    .await;
+
+    // Preemption (eviction), then resumed execution.
+    let pp = kube::api::PatchParams::default();
+    api.patch(name, &pp, &patch_suspend(true)).await.unwrap();
+    wait_for(&pods_api, of_jobset(name), "no pods", |p| p.is_empty()).await;
+    let suspended = wait_jobset(&api, name, "Suspended", |j| j.condition_true(COND_SUSPENDED)).await;
+    assert_eq!(execution_attempts(&suspended), Some(0), "an eviction begins no run");
+    api.patch(name, &pp, &patch_suspend(false)).await.unwrap();
+    let resumed = wait_jobset(&api, name, "resumed", |j| execution_attempts(j) == Some(1)).await;
+    assert_eq!(resumed.status.as_ref().unwrap().restarts, 0, "restart-attempt remains 0");
+    wait_for(&pods_api, of_jobset(name), "two running pods of run 1", |p| {
+        p.len() == 2 && p.iter().all(|p| running(p) && attempts(p) == ("0".into(), "1".into()))
+    })
+    .await;
+    let seen: std::collections::BTreeSet<(String, String)> = pods.versions().iter().map(attempts).collect();
+    let want = [("0", "0"), ("0", "1")].map(|(r, e)| (r.to_string(), e.to_string()));
+    assert_eq!(seen, want.into_iter().collect(), "(restart-attempt, execution-attempt) of every pod");
+    c.shutdown().await;
+}
+
+/// The KEP's test plan: a JobSet created suspended has never run, so `executionAttempts` stays
+/// unset (and its suspended Jobs carry "0", the KEP's default for nil) until its first resume
+/// starts run 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobset_created_suspended_has_no_execution_attempts_until_its_first_resume_starts_run_0() {
+    let c = cluster(1).await;
+    let name = "late";
+    let js = jobset_of(name, 1, 1, &[("duration", "forever")], json!({"suspend": true}));
+    let api = jobsets(&c);
+    api.create(&PostParams::default(), &js).await.unwrap();
+    let jobs = wait_for(&jobs_api(&c), of_jobset(name), "a suspended Job", |j| {
+        j.len() == 1 && j[0].spec.as_ref().and_then(|s| s.suspend) == Some(true)
+    })
+    .await;
+    let run_of_job = jobs[0].metadata.annotations.as_ref().and_then(|a| a.get(EXECUTION_ATTEMPT));
+    assert_eq!(run_of_job.map(String::as_str), Some("0"));
+    let suspended = wait_jobset(&api, name, "Suspended", |j| j.condition_true(COND_SUSPENDED)).await;
+    assert_eq!(execution_attempts(&suspended), None, "never ran");
+    api.patch(name, &Default::default(), &patch_suspend(false)).await.unwrap();
+    let resumed = wait_jobset(&api, name, "first run", |j| execution_attempts(j).is_some()).await;
+    assert_eq!(execution_attempts(&resumed), Some(0), "the first resume starts run 0, not 1");
+    c.shutdown().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The JobSet's activeDeadlineSeconds (KEP-1186).
 // ---------------------------------------------------------------------------------------------

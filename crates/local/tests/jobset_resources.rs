@@ -147,3 +147,65 @@ async fn running_jobsets_and_started_jobs_keep_their_resources() {
     is_invalid(jobs.patch("plain", &pp, &Patch::Json::<()>(bigger)).await, "spec.template");
     c.shutdown().await;
 }
+
+/// KEP-1150 on a cluster whose Jobs refuse the change (KEP-5440 off there; a
+/// ValidatingAdmissionPolicy with kube-apiserver's immutability message plays it): the resume
+/// patch fails, the JobSet says why in a `FailedResourcePropagation` Warning, and its Jobs stay
+/// suspended with the requests they had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_whose_new_resources_the_jobs_refuse_is_reported_as_failed_resource_propagation() {
+    use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    use k8s_openapi::api::core::v1::Event;
+    let c = LocalCluster::start(ApiServer::in_memory(), LocalConfig::fast(1)).await;
+    let resources = "spec.template.spec.containers[0].resources";
+    let policy: ValidatingAdmissionPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "job-resources-immutable"},
+        "spec": {"matchConstraints": {"resourceRules": [{"apiGroups": ["batch"], "apiVersions": ["v1"],
+                                                         "operations": ["UPDATE"], "resources": ["jobs"]}]},
+                 "validations": [{"expression": format!("object.{resources} == oldObject.{resources}"),
+                                  "message": "spec.template: Invalid value: field is immutable"}]}
+    }))
+    .unwrap();
+    let binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(json!({
+        "metadata": {"name": "job-resources-immutable"},
+        "spec": {"policyName": "job-resources-immutable", "validationActions": ["Deny"]}
+    }))
+    .unwrap();
+    Api::<ValidatingAdmissionPolicy>::all(c.client()).create(&PostParams::default(), &policy).await.unwrap();
+    Api::<ValidatingAdmissionPolicyBinding>::all(c.client()).create(&PostParams::default(), &binding).await.unwrap();
+
+    let name = "training-job";
+    let jobsets: Api<JobSet> = Api::default_namespaced(c.client());
+    let jobs: Api<Job> = Api::default_namespaced(c.client());
+    let js: JobSet = serde_saphyr::from_str(STORY_1).unwrap();
+    jobsets.create(&PostParams::default(), &js).await.unwrap();
+    wait_for(&jobs, of_jobset(name), "four suspended Jobs", |j| j.len() == 4).await;
+    let pp = PatchParams::default();
+    let path = "/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources/requests/cpu";
+    let right_size: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "replace", "path": path, "value": "2"}])).unwrap();
+    jobsets.patch(name, &pp, &Patch::Json::<()>(right_size)).await.expect("resources change while suspended");
+    jobsets.patch(name, &pp, &Patch::Merge(json!({"spec": {"suspend": false}}))).await.unwrap();
+
+    let events: Api<Event> = Api::default_namespaced(c.client());
+    let reported = wait_for(&events, Default::default(), "a FailedResourcePropagation event", |es| {
+        es.iter().any(|e| e.reason.as_deref() == Some(REASON_FAILED_RESOURCE_PROPAGATION))
+    })
+    .await;
+    let e = reported.iter().find(|e| e.reason.as_deref() == Some(REASON_FAILED_RESOURCE_PROPAGATION)).unwrap();
+    assert_eq!((e.type_.as_deref(), e.involved_object.name.as_deref()), (Some("Warning"), Some(name)));
+    let job = e.message.as_deref().unwrap_or_default();
+    let want_start = "Failed to propagate mutated resources to child Job: jobs.batch \"training-job-workers-";
+    let denied = "is forbidden: ValidatingAdmissionPolicy 'job-resources-immutable' with binding \
+                  'job-resources-immutable' denied request: spec.template: Invalid value: field is immutable. \
+                  Ensure MutablePodResourcesForSuspendedJobs is enabled on the API server.";
+    assert!(job.starts_with(want_start) && job.ends_with(denied), "{job}");
+
+    // Nothing half-done: every Job is still suspended with the submitted requests.
+    for j in jobs.list(&Default::default()).await.unwrap() {
+        assert_eq!(j.spec.as_ref().and_then(|s| s.suspend), Some(true), "{}", name_of(&j));
+        let template = j.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        assert_eq!(requests(template), Some(json!({"cpu": "4", "nvidia.com/gpu": "1"})), "{}", name_of(&j));
+    }
+    c.shutdown().await;
+}
