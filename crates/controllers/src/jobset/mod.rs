@@ -20,7 +20,7 @@ pub mod sync;
 pub mod ttl;
 pub mod update;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -88,7 +88,7 @@ pub struct Ctx {
     recorder: Recorder,
     config: JobSetControllerConfig,
     pub metrics: Arc<Metrics>,
-    written: Mutex<Written>,
+    written: Arc<Mutex<Written>>,
 }
 
 /// What this controller last did, per JobSet uid.
@@ -99,6 +99,28 @@ struct Written {
     /// The PodGroups in use when a gang JobSet's stale ones were last removed: while the same
     /// ones are in use, there is nothing new to remove (no list on every reconcile).
     pod_groups: HashMap<String, BTreeSet<String>>,
+}
+
+impl Written {
+    /// Forgets JobSets that are gone, as the JobSet watch tells: a deleted one (most are deleted
+    /// at once, without a reconcile that could drop its entries), and on a relist (`InitDone`,
+    /// the store then holding the list) any that is not `live`. A churn of JobSets leaves
+    /// nothing behind.
+    fn follow(&mut self, ev: &watcher::Event<JobSet>, live: impl Fn() -> HashSet<String>) {
+        match ev {
+            watcher::Event::Delete(js) => {
+                let uid = js.metadata.uid.as_deref().unwrap_or_default();
+                self.status.remove(uid);
+                self.pod_groups.remove(uid);
+            }
+            watcher::Event::InitDone => {
+                let live = live();
+                self.status.retain(|uid, _| live.contains(uid));
+                self.pod_groups.retain(|uid, _| live.contains(uid));
+            }
+            _ => {}
+        }
+    }
 }
 
 fn rv(js: &JobSet) -> u64 {
@@ -465,6 +487,16 @@ pub async fn run(
     let (cached, jobset_writer) = reflector::store();
     let (jobset_events, jobsets_listed) =
         crate::listed::track(reflector(jobset_writer, watcher(jobsets, watcher::Config::default())));
+    let written: Arc<Mutex<Written>> = Arc::default();
+    let jobset_events = jobset_events.inspect({
+        let (written, cached) = (written.clone(), cached.clone());
+        move |ev| {
+            if let Ok(ev) = ev {
+                let live = || cached.state().iter().filter_map(|js| js.metadata.uid.clone()).collect();
+                Ctx::lock(&written).follow(ev, live);
+            }
+        }
+    });
     let controller = Controller::for_stream(jobset_events.applied_objects(), cached.clone());
     let synced = {
         let (jobs, svcs, claims, pods) = (job_reader.clone(), svc_reader.clone(), claim_reader.clone(), pods.clone());
@@ -495,7 +527,7 @@ pub async fn run(
         recorder: Recorder::new(client.clone(), Reporter { controller: "jobset-controller".into(), instance: None }),
         config,
         metrics,
-        written: Mutex::default(),
+        written,
     });
     let reconciles = controller.run(reconcile, error_policy, ctx).for_each(|r| async move {
         if let Err(e) = r {
@@ -565,5 +597,37 @@ mod tests {
         }
         let unlabelled = Pod::default();
         assert!(pod_trigger(&unlabelled, |_| None).is_none(), "a pod of no JobSet");
+    }
+
+    #[test]
+    fn what_was_written_is_forgotten_for_jobsets_deleted_or_missing_from_a_relist() {
+        let js = |uid: &str| {
+            let mut js = JobSet::default();
+            js.metadata.uid = Some(uid.into());
+            js
+        };
+        let written = |uids: &[&str]| {
+            let mut w = Written::default();
+            for u in uids {
+                w.status.insert(u.to_string(), 7);
+                w.pod_groups.insert(u.to_string(), BTreeSet::from(["g".to_string()]));
+            }
+            w
+        };
+        let live = || HashSet::from(["a".to_string()]);
+        let cases: [(&str, watcher::Event<JobSet>, &[&str]); 4] = [
+            ("a deleted JobSet is forgotten", watcher::Event::Delete(js("b")), &["a"]),
+            ("a relist keeps only the listed", watcher::Event::InitDone, &["a"]),
+            ("an update forgets nothing", watcher::Event::Apply(js("b")), &["a", "b"]),
+            ("a relist's start forgets nothing yet", watcher::Event::Init, &["a", "b"]),
+        ];
+        for (name, ev, want) in cases {
+            let mut w = written(&["a", "b"]);
+            w.follow(&ev, live);
+            let mut kept: Vec<&str> = w.status.keys().map(String::as_str).collect();
+            kept.sort();
+            assert_eq!(kept, want, "{name}: status");
+            assert_eq!(w.pod_groups.len(), want.len(), "{name}: pod groups");
+        }
     }
 }
