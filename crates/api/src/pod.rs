@@ -12,7 +12,9 @@
 //! lifecycle hooks and probes on init containers that are not sidecars; unknown pod
 //! `restartPolicy` and `dnsPolicy`; `schedulingGroup` (its `podGroupName` set, a DNS-1123
 //! subdomain); on create, `ephemeralContainers` and a `nodeName` set while `schedulingGates`
-//! remain.
+//! remain. On update, `ValidatePodUpdate`'s immutability: only the fields it lets change may
+//! differ from the stored spec (with its messages; the diff after its `spec: Forbidden` message
+//! is ours, see `validate_pod_spec_update`).
 //!
 //! Not covered: volumes, env, resources, probes' contents, security contexts, affinity and the
 //! other fields `ValidatePodSpec` checks. The API server does not default pods, so a field
@@ -23,9 +25,10 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use crate::field::FieldError;
+use crate::field::{FieldError, go_json};
 use crate::validation::{
-    DNS1123_LABEL_FMT, dns1123_subdomain_errors, matches_dns1123_label, max_len_error, regex_error,
+    DNS1123_LABEL_FMT, dns1123_subdomain_errors, label_value_errors, matches_dns1123_label, max_len_error,
+    qualified_name_errors, regex_error,
 };
 
 const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
@@ -45,10 +48,10 @@ const INIT_ONLY_WITH_RESTART_ALWAYS: &str = "may not be set for init containers 
 
 /// Validates a Pod: `ValidatePodCreate` on create (`old` is `None`).
 ///
-/// On update only a changed `spec` is checked, and only for problems the stored spec did not
-/// already have: status writes and metadata updates of stored pods always pass, and a pod stored
-/// before these checks existed stays updatable. (Upstream's `ValidatePodUpdate` also makes most
-/// of the spec immutable; that is not enforced here.)
+/// On update (of the pod itself: the `status` and `binding` subresources do not come here) only
+/// a changed `spec` is checked: for problems the stored spec did not already have (so a pod
+/// stored before these checks existed stays updatable), and for `ValidatePodUpdate`'s
+/// immutability (`validate_pod_spec_update`). Metadata updates always pass.
 pub fn validate_pod(pod: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let null = Value::Null;
     let spec = pod.get("spec").unwrap_or(&null);
@@ -73,7 +76,436 @@ pub fn validate_pod(pod: &Value, old: Option<&Value>) -> Vec<FieldError> {
         return Vec::new();
     }
     let before: HashSet<String> = validate_pod_metadata_and_spec(old_spec).iter().map(ToString::to_string).collect();
-    validate_pod_metadata_and_spec(spec).into_iter().filter(|e| !before.contains(&e.to_string())).collect()
+    let mut errs: Vec<FieldError> =
+        validate_pod_metadata_and_spec(spec).into_iter().filter(|e| !before.contains(&e.to_string())).collect();
+    errs.extend(validate_pod_spec_update(spec, old_spec));
+    errs
+}
+
+/// The fields `ValidatePodUpdate` lets an update change, as its message lists them
+/// (`updatablePodSpecFields`, joined by `,`).
+const UPDATABLE_POD_SPEC_FIELDS: &[&str] = &[
+    "`spec.containers[*].image`",
+    "`spec.initContainers[*].image`",
+    "`spec.activeDeadlineSeconds`",
+    "`spec.tolerations` (only additions to existing tolerations)",
+    "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+];
+const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+const TOLERATION_OPERATORS: &[&str] = &["Equal", "Exists"];
+
+/// The spec part of `ValidatePodUpdate`: the spec may change only in the container images,
+/// `activeDeadlineSeconds` (set, or lowered), `tolerations` (additions, and new
+/// `tolerationSeconds`), `terminationGracePeriodSeconds` (to 1 from a negative value),
+/// `schedulingGates` (removals) and, while the stored pod is still gated, `nodeSelector`
+/// (additions) and `affinity.nodeAffinity` (additions to its required terms). Anything else is
+/// `spec: Forbidden: pod updates may not change fields other than ...`.
+///
+/// Both specs are compared as kube-apiserver compares them after defaulting (see
+/// [`comparable_spec`]), so a pod we stored without kube's defaults is not changed by a client
+/// that sends them.
+fn validate_pod_spec_update(new_spec: &Value, old_spec: &Value) -> Vec<FieldError> {
+    let old = comparable_spec(old_spec, None);
+    let new = comparable_spec(new_spec, Some(&old));
+    let mut errs = Vec::new();
+    // `ValidateContainerUpdates` (its image checks are the create checks' own, reported above).
+    for key in ["containers", "initContainers"] {
+        if containers(&new, key).len() != containers(&old, key).len() {
+            errs.push(FieldError::forbidden(format!("spec.{key}"), "pod updates may not add or remove containers"));
+            return errs;
+        }
+    }
+    let deadline = "spec.activeDeadlineSeconds";
+    match (get(&new, "activeDeadlineSeconds"), get(&old, "activeDeadlineSeconds")) {
+        (Some(value), old_value) => {
+            let seconds = value.as_i64().filter(|s| (0..=i64::from(i32::MAX)).contains(s));
+            let Some(seconds) = seconds else {
+                errs.push(FieldError::invalid(deadline, value, "must be between 0 and 2147483647, inclusive"));
+                return errs;
+            };
+            if old_value.and_then(Value::as_i64).is_some_and(|old| old < seconds) {
+                errs.push(FieldError::invalid(deadline, value, "must be less than or equal to previous value"));
+                return errs;
+            }
+        }
+        (None, Some(_)) => {
+            errs.push(FieldError::invalid(
+                deadline,
+                &Value::Null,
+                "must not update from a positive integer to nil value",
+            ));
+        }
+        (None, None) => {}
+    }
+    validate_only_added_tolerations(&new, &old, &mut errs);
+    validate_only_deleted_scheduling_gates(&new, &old, &mut errs);
+    if new == old {
+        return errs;
+    }
+
+    // What may change takes the stored value; whatever differs then is refused.
+    let mut munged = new.clone();
+    for key in ["containers", "initContainers"] {
+        let old_list = containers(&old, key);
+        if let Some(list) = munged.get_mut(key).and_then(Value::as_array_mut) {
+            for (c, old_c) in list.iter_mut().zip(old_list) {
+                set_or_remove(c, "image", old_c.get("image"));
+            }
+        }
+    }
+    for key in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
+        set_or_remove(&mut munged, key, old.get(key));
+    }
+    let grace = |spec: &Value| get(spec, "terminationGracePeriodSeconds").and_then(Value::as_i64);
+    if grace(&old).is_some_and(|g| g < 0) && grace(&munged) == Some(1) {
+        set_or_remove(&mut munged, "terminationGracePeriodSeconds", old.get("terminationGracePeriodSeconds"));
+    }
+    if !containers(&old, "schedulingGates").is_empty() {
+        validate_gated_pod_scheduling_update(&mut munged, &old, &mut errs);
+    }
+    if munged != old {
+        // kube-apiserver appends `cmp.Diff(oldSpec, mungedSpec)` of its Go structs, which cannot
+        // be reproduced byte for byte: the message keeps its text and list, then lists each
+        // changed path with its stored (`-`) and new (`+`) value.
+        let mut diff = Vec::new();
+        spec_diff("spec", Some(&old), Some(&munged), &mut diff);
+        errs.push(FieldError::forbidden(
+            "spec",
+            format!(
+                "pod updates may not change fields other than {}\n{}",
+                UPDATABLE_POD_SPEC_FIELDS.join(","),
+                diff.join("\n")
+            ),
+        ));
+    }
+    errs
+}
+
+/// `validateOnlyAddedTolerations`: every stored toleration is still there (its
+/// `tolerationSeconds` may change), and the list is valid (`ValidateTolerations`; checked only
+/// when the list changed, as a stored list was never checked here).
+fn validate_only_added_tolerations(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    let (new_list, old_list) = (containers(new, "tolerations"), containers(old, "tolerations"));
+    let without_seconds = |t: &Value| {
+        let mut t = t.clone();
+        t.as_object_mut().map(|o| o.remove("tolerationSeconds"));
+        t
+    };
+    let kept = old_list.iter().all(|o| new_list.iter().any(|n| without_seconds(n) == without_seconds(o)));
+    if !kept {
+        errs.push(FieldError::forbidden(
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        ));
+    } else if new_list != old_list {
+        validate_tolerations(new_list, "spec.tolerations", errs);
+    }
+}
+
+/// `ValidateTolerations`.
+fn validate_tolerations(list: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+    for (i, t) in list.iter().enumerate() {
+        let at = |f: &str| format!("{path}[{i}].{f}");
+        let text = |f: &str| str_at(t, f).unwrap_or_default();
+        let (key, operator, value, effect) = (text("key"), text("operator"), text("value"), text("effect"));
+        if !key.is_empty() {
+            for detail in qualified_name_errors(key) {
+                errs.push(FieldError::invalid(at("key"), &json!(key), detail));
+            }
+        } else if operator != "Exists" {
+            errs.push(FieldError::invalid(
+                at("operator"),
+                &json!(operator),
+                "operator must be Exists when `key` is empty, which means \"match all values and all keys\"",
+            ));
+        }
+        if get(t, "tolerationSeconds").is_some() && effect != "NoExecute" {
+            errs.push(FieldError::invalid(
+                at("effect"),
+                &json!(effect),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+        match operator {
+            "Equal" | "" => {
+                let problems = label_value_errors(value);
+                if !problems.is_empty() {
+                    errs.push(FieldError::invalid(at("operator"), &json!(value), problems.join(";")));
+                }
+            }
+            "Exists" if !value.is_empty() => {
+                errs.push(FieldError::invalid(
+                    at("operator"),
+                    &json!(value),
+                    "value must be empty when `operator` is 'Exists'",
+                ));
+            }
+            "Exists" => {}
+            other => errs.push(FieldError::not_supported(at("operator"), &json!(other), TOLERATION_OPERATORS)),
+        }
+        if !effect.is_empty() && !TAINT_EFFECTS.contains(&effect) {
+            errs.push(FieldError::not_supported(at("effect"), &json!(effect), TAINT_EFFECTS));
+        }
+    }
+}
+
+/// `validateOnlyDeletedSchedulingGates`: no gate the stored pod did not have (each reported at
+/// the last index of its name; upstream's order is a map's).
+fn validate_only_deleted_scheduling_gates(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    let name = |g: &Value| str_at(g, "name").unwrap_or_default().to_string();
+    let old_names: HashSet<String> = containers(old, "schedulingGates").iter().map(name).collect();
+    let new_list = containers(new, "schedulingGates");
+    for (i, gate) in new_list.iter().enumerate() {
+        let gate = name(gate);
+        let last = new_list.iter().rposition(|g| name(g) == gate) == Some(i);
+        if last && !old_names.contains(&gate) {
+            errs.push(FieldError::forbidden(
+                format!("spec.schedulingGates[{i}].name"),
+                format!("only deletion is allowed, but found new scheduling gate '{gate}'"),
+            ));
+        }
+    }
+}
+
+/// What `ValidatePodUpdate` lets a pod whose stored spec still has scheduling gates change:
+/// additions to `nodeSelector` (`validateNodeSelectorMutation`) and to the required terms of
+/// its node affinity (`validateNodeAffinityMutation`; the preferred ones change freely). The
+/// munged spec takes the stored values of both.
+fn validate_gated_pod_scheduling_update(munged: &mut Value, old: &Value, errs: &mut Vec<FieldError>) {
+    let old_selector = old.get("nodeSelector");
+    if munged.get("nodeSelector") != old_selector {
+        let new_selector = munged.get("nodeSelector").cloned().unwrap_or(Value::Null);
+        let kept = old_selector
+            .and_then(Value::as_object)
+            .is_none_or(|o| o.iter().all(|(k, v)| new_selector.get(k) == Some(v)));
+        if !kept {
+            let shown = if new_selector.is_null() { json!({}) } else { new_selector };
+            errs.push(FieldError::invalid(
+                "spec.nodeSelector",
+                &shown,
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        set_or_remove(munged, "nodeSelector", old_selector);
+    }
+    let old_affinity = old.pointer("/affinity/nodeAffinity");
+    let new_affinity = munged.pointer("/affinity/nodeAffinity").cloned();
+    if new_affinity.as_ref() == old_affinity {
+        return;
+    }
+    validate_node_affinity_mutation(new_affinity.as_ref(), old_affinity, errs);
+    let affinity = munged.get("affinity");
+    let node_only = affinity.is_some_and(|a| a.get("podAffinity").is_none() && a.get("podAntiAffinity").is_none());
+    match (affinity.is_some(), old_affinity) {
+        (false, None) => {}
+        (false, Some(na)) => munged["affinity"] = json!({"nodeAffinity": na}),
+        (true, _) if old.get("affinity").is_none() && node_only => set_or_remove(munged, "affinity", None),
+        (true, na) => set_or_remove(&mut munged["affinity"], "nodeAffinity", na),
+    }
+}
+
+/// `validateNodeAffinityMutation`: a stored non-empty list of required node selector terms keeps
+/// its length, and each term only gains requirements.
+fn validate_node_affinity_mutation(new: Option<&Value>, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let terms = |na: Option<&Value>| {
+        na.and_then(|na| na.pointer("/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let required = old.and_then(|na| get(na, "requiredDuringSchedulingIgnoredDuringExecution"));
+    if required.is_none() {
+        return;
+    }
+    let (old_terms, new_terms) = (terms(old), terms(new));
+    let path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
+        errs.push(FieldError::invalid(
+            path,
+            &Value::Array(new_terms),
+            "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+        ));
+        return;
+    }
+    for (i, (new_term, old_term)) in new_terms.iter().zip(&old_terms).enumerate() {
+        if !node_selector_term_has_only_additions(new_term, old_term) {
+            errs.push(FieldError::invalid(
+                format!("{path}[{i}]"),
+                new_term,
+                "only additions are allowed (no mutations or deletions)",
+            ));
+        }
+    }
+}
+
+/// `validateNodeSelectorTermHasOnlyAdditions`.
+fn node_selector_term_has_only_additions(new: &Value, old: &Value) -> bool {
+    let (keys_old, keys_new) = (
+        [containers(old, "matchExpressions"), containers(old, "matchFields")],
+        [containers(new, "matchExpressions"), containers(new, "matchFields")],
+    );
+    if keys_old.iter().all(|l| l.is_empty()) && keys_new.iter().any(|l| !l.is_empty()) {
+        return false;
+    }
+    keys_old.iter().zip(&keys_new).all(|(o, n)| n.len() >= o.len() && n[..o.len()] == o[..])
+}
+
+/// A pod spec as kube-apiserver compares two of them: with the defaults it would have set
+/// (`SetDefaults_PodSpec`, `SetDefaults_Pod`, `SetDefaults_Container` and those of probes, ports,
+/// volumes and `fieldRef`s; an `imagePullPolicy` left out keeps the stored container's, as a
+/// stored pod has it) and the `serviceAccountName` its ServiceAccount admission sets, and
+/// without what Go's semantic equality cannot tell from absent (nulls, empty strings, `false`,
+/// empty lists and maps). An empty struct (`securityContext: {}`) is taken for an absent one too.
+fn comparable_spec(spec: &Value, old: Option<&Value>) -> Value {
+    let mut spec = spec.clone();
+    let Some(obj) = spec.as_object_mut() else { return Value::Null };
+    // The deprecated alias only counts when the name is left out (v1 conversion).
+    if let Some(alias) = obj.remove("serviceAccount") {
+        default_field(obj, "serviceAccountName", alias);
+    }
+    for (key, default) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("schedulerName", json!("default-scheduler")),
+        ("enableServiceLinks", json!(true)),
+        ("serviceAccountName", json!("default")),
+    ] {
+        default_field(obj, key, default);
+    }
+    let host_network = obj.get("hostNetwork") == Some(&Value::Bool(true));
+    for key in ["containers", "initContainers", "ephemeralContainers"] {
+        let stored = old.map(|o| containers(o, key)).unwrap_or_default();
+        let Some(list) = obj.get_mut(key).and_then(Value::as_array_mut) else { continue };
+        for (i, c) in list.iter_mut().enumerate() {
+            let Some(c) = c.as_object_mut() else { continue };
+            let pull = match stored.get(i).and_then(|s| s.get("imagePullPolicy")) {
+                Some(p) => p.clone(),
+                None => json!(default_pull_policy(c.get("image").and_then(Value::as_str).unwrap_or_default())),
+            };
+            default_container(c, pull, host_network);
+        }
+    }
+    for volume in obj.get_mut("volumes").and_then(Value::as_array_mut).into_iter().flatten() {
+        for source in ["secret", "configMap", "downwardAPI", "projected"] {
+            if let Some(v) = volume.get_mut(source).and_then(Value::as_object_mut) {
+                default_field(v, "defaultMode", json!(420));
+            }
+        }
+    }
+    strip_empty(&mut spec);
+    spec
+}
+
+/// `SetDefaults_Container` and the defaults of what a container holds, with the pull policy
+/// `pull`; `SetDefaults_Pod`'s requests from limits and, on the host network, host ports.
+fn default_container(c: &mut serde_json::Map<String, Value>, pull: Value, host_network: bool) {
+    default_field(c, "imagePullPolicy", pull);
+    default_field(c, "terminationMessagePath", json!("/dev/termination-log"));
+    default_field(c, "terminationMessagePolicy", json!("File"));
+    for port in c.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+        let Some(p) = port.as_object_mut() else { continue };
+        default_field(p, "protocol", json!("TCP"));
+        if host_network && let Some(container_port) = p.get("containerPort").cloned() {
+            p.entry("hostPort").or_insert(container_port);
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        let Some(p) = c.get_mut(probe).and_then(Value::as_object_mut) else { continue };
+        for (k, v) in [("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)] {
+            default_field(p, k, json!(v));
+        }
+        if let Some(get) = p.get_mut("httpGet").and_then(Value::as_object_mut) {
+            default_field(get, "path", json!("/"));
+            default_field(get, "scheme", json!("HTTP"));
+        }
+    }
+    for env in c.get_mut("env").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(r) = env.pointer_mut("/valueFrom/fieldRef").and_then(Value::as_object_mut) {
+            default_field(r, "apiVersion", json!("v1"));
+        }
+    }
+    if let Some(resources) = c.get_mut("resources").and_then(Value::as_object_mut)
+        && let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned()
+    {
+        let requests = resources.entry("requests").or_insert_with(|| json!({}));
+        if let Some(requests) = requests.as_object_mut() {
+            for (name, quantity) in limits {
+                requests.entry(name).or_insert(quantity);
+            }
+        } else {
+            *requests = Value::Object(limits);
+        }
+    }
+}
+
+/// Sets `key` to `default` when it is absent, null or an empty string.
+fn default_field(obj: &mut serde_json::Map<String, Value>, key: &str, default: Value) {
+    if obj.get(key).is_none_or(|v| v.is_null() || v.as_str() == Some("")) {
+        obj.insert(key.to_string(), default);
+    }
+}
+
+/// `SetDefaults_Container`'s pull policy: `Always` for a `latest` or untagged image (without a
+/// digest), else `IfNotPresent`.
+fn default_pull_policy(image: &str) -> &'static str {
+    let name = image.rsplit('/').next().unwrap_or(image);
+    let latest = !image.contains('@') && name.split_once(':').is_none_or(|(_, tag)| tag == "latest");
+    if latest { "Always" } else { "IfNotPresent" }
+}
+
+/// Removes, at any depth, the object fields Go cannot tell from absent.
+fn strip_empty(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            o.values_mut().for_each(strip_empty);
+            o.retain(|_, v| !is_empty_value(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_empty),
+        _ => {}
+    }
+}
+
+fn is_empty_value(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Number(_) => false,
+    }
+}
+
+/// Sets `key` of the object `obj` to `value`, or removes it for `None`.
+fn set_or_remove(obj: &mut Value, key: &str, value: Option<&Value>) {
+    let Some(o) = obj.as_object_mut() else { return };
+    match value {
+        Some(v) => o.insert(key.to_string(), v.clone()),
+        None => o.remove(key),
+    };
+}
+
+/// The changed paths between two specs: `- <path>: <stored>` and `+ <path>: <new>` lines.
+fn spec_diff(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec<String>) {
+    match (old, new) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            for k in keys {
+                spec_diff(&format!("{path}.{k}"), a.get(k), b.get(k), out);
+            }
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) => {
+            for i in 0..a.len().max(b.len()) {
+                spec_diff(&format!("{path}[{i}]"), a.get(i), b.get(i), out);
+            }
+        }
+        (a, b) if a == b => {}
+        (a, b) => {
+            out.extend(a.map(|a| format!("- {path}: {}", go_json(a))));
+            out.extend(b.map(|b| format!("+ {path}: {}", go_json(b))));
+        }
+    }
 }
 
 /// The spec part of `validatePodMetadataAndSpec`: `ValidatePodSpec`, then the checks only Pods
@@ -731,12 +1163,266 @@ mod tests {
         assert_eq!(validate_pod(&relabelled, Some(&bad)), vec![], "a stored invalid pod stays updatable");
 
         let mut still_bad = bad.clone();
-        still_bad["spec"]["nodeName"] = json!("n1");
+        still_bad["spec"]["activeDeadlineSeconds"] = json!(60);
         assert_eq!(validate_pod(&still_bad, Some(&bad)), vec![], "an old problem is not reported again");
 
         let good = pod(ok_spec());
         let mut broken = good.clone();
         broken["spec"]["containers"][0]["image"] = json!("");
         assert_eq!(rendered(&validate_pod(&broken, Some(&good))), vec!["spec.containers[0].image: Required value"]);
+    }
+
+    /// `ValidatePodUpdate`'s message for a spec change it does not allow, without the diff.
+    const IMMUTABLE: &str = "spec: Forbidden: pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n";
+
+    /// The rendered errors of updating a pod of spec `old` to one of spec `new`, each
+    /// immutability refusal cut to its first line (its diff is checked on its own).
+    fn update(old: Value, new: Value) -> Vec<String> {
+        let errs = validate_pod(&pod(new), Some(&pod(old)));
+        rendered(&errs).into_iter().map(|e| if e.starts_with(IMMUTABLE) { IMMUTABLE.to_string() } else { e }).collect()
+    }
+
+    /// `ok_spec` with `extra` merged in.
+    fn spec_with(extra: Value) -> Value {
+        let mut spec = ok_spec();
+        json_merge(&mut spec, extra);
+        spec
+    }
+
+    #[test]
+    fn a_pod_update_may_change_only_what_kube_apiserver_lets_change() {
+        let toleration = json!({"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60});
+        let other = json!({"key": "other", "operator": "Equal", "value": "v", "effect": "NoSchedule"});
+        let gate = |name: &str| json!({"name": name});
+        let group = |name: &str| json!({"schedulingGroup": {"podGroupName": name}});
+        let term = |exprs: Value| json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}}}});
+        let zone = json!({"key": "zone", "operator": "In", "values": ["a"]});
+        let disk = json!({"key": "disk", "operator": "In", "values": ["ssd"]});
+        let lost_requirement = format!(
+            "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: Invalid value: {}: only additions are allowed (no mutations or deletions)",
+            go_json(&json!({"matchExpressions": [disk]}))
+        );
+        let gated = |extra: Value| {
+            let mut s = spec_with(json!({"schedulingGates": [gate("wait")]}));
+            json_merge(&mut s, extra);
+            s
+        };
+        let cases: Vec<(&str, Value, Value, Vec<&str>)> = vec![
+            ("a metadata-only update is accepted", ok_spec(), ok_spec(), vec![]),
+            (
+                "an image change is accepted",
+                ok_spec(),
+                json!({"containers": [{"name": "c", "image": "busybox:1.37"}]}),
+                vec![],
+            ),
+            (
+                "an init container's image change is accepted",
+                spec_with(json!({"initContainers": [{"name": "i", "image": "a"}]})),
+                spec_with(json!({"initContainers": [{"name": "i", "image": "b"}]})),
+                vec![],
+            ),
+            (
+                "a schedulingGroup change is refused",
+                spec_with(group("gang-a")),
+                spec_with(group("gang-b")),
+                vec![IMMUTABLE],
+            ),
+            ("a schedulingGroup set later is refused", ok_spec(), spec_with(group("gang-a")), vec![IMMUTABLE]),
+            (
+                "a nodeName set by an update is refused (binding sets it)",
+                ok_spec(),
+                spec_with(json!({"nodeName": "n1"})),
+                vec![IMMUTABLE],
+            ),
+            (
+                "a container's command change is refused",
+                ok_spec(),
+                json!({"containers": [{"name": "c", "image": "busybox", "command": ["sh"]}]}),
+                vec![IMMUTABLE],
+            ),
+            (
+                "adding a container is refused",
+                ok_spec(),
+                json!({"containers": [{"name": "c", "image": "busybox"}, {"name": "d", "image": "busybox"}]}),
+                vec!["spec.containers: Forbidden: pod updates may not add or remove containers"],
+            ),
+            (
+                "kube's defaults sent for fields stored without them change nothing",
+                ok_spec(),
+                json!({"containers": [{"name": "c", "image": "busybox", "imagePullPolicy": "Always",
+                    "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "resources": {}}],
+                    "restartPolicy": "Always", "dnsPolicy": "ClusterFirst", "terminationGracePeriodSeconds": 30,
+                    "schedulerName": "default-scheduler", "enableServiceLinks": true, "securityContext": {},
+                    "tolerations": [], "nodeName": "", "hostNetwork": false}),
+                vec![],
+            ),
+            (
+                "kube's defaults of what containers and volumes hold change nothing",
+                json!({"containers": [{"name": "c", "image": "busybox:1.36", "resources": {"limits": {"cpu": "1"}},
+                    "ports": [{"containerPort": 80}], "readinessProbe": {"httpGet": {"port": 80}},
+                    "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
+                    "volumes": [{"name": "s", "secret": {"secretName": "s"}}], "hostNetwork": true}),
+                json!({"containers": [{"name": "c", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent",
+                    "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}},
+                    "ports": [{"containerPort": 80, "hostPort": 80, "protocol": "TCP"}],
+                    "readinessProbe": {"httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1,
+                        "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+                    "env": [{"name": "N", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name", "apiVersion": "v1"}}}]}],
+                    "volumes": [{"name": "s", "secret": {"secretName": "s", "defaultMode": 420}}], "hostNetwork": true,
+                    "serviceAccountName": "default", "serviceAccount": "default"}),
+                vec![],
+            ),
+            (
+                "another service account is refused",
+                ok_spec(),
+                spec_with(json!({"serviceAccountName": "builder"})),
+                vec![IMMUTABLE],
+            ),
+            (
+                "an image changed to latest keeps the stored pull policy",
+                json!({"containers": [{"name": "c", "image": "busybox:1.36"}]}),
+                json!({"containers": [{"name": "c", "image": "busybox"}]}),
+                vec![],
+            ),
+            (
+                "a default changed to another value is refused",
+                ok_spec(),
+                spec_with(json!({"terminationGracePeriodSeconds": 5})),
+                vec![IMMUTABLE],
+            ),
+            (
+                "a negative grace period may become 1",
+                spec_with(json!({"terminationGracePeriodSeconds": -1})),
+                spec_with(json!({"terminationGracePeriodSeconds": 1})),
+                vec![],
+            ),
+            ("adding a toleration is accepted", ok_spec(), spec_with(json!({"tolerations": [toleration]})), vec![]),
+            (
+                "an existing toleration's tolerationSeconds may change",
+                spec_with(json!({"tolerations": [toleration]})),
+                spec_with(
+                    json!({"tolerations": [other, {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}]}),
+                ),
+                vec![],
+            ),
+            (
+                "removing a toleration is refused",
+                spec_with(json!({"tolerations": [toleration, other]})),
+                spec_with(json!({"tolerations": [other]})),
+                vec![
+                    "spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds",
+                ],
+            ),
+            (
+                "an added toleration is validated",
+                ok_spec(),
+                spec_with(
+                    json!({"tolerations": [{"key": "k", "effect": "NoSchedule", "tolerationSeconds": 5}, {"operator": "Equal"}]}),
+                ),
+                vec![
+                    r#"spec.tolerations[0].effect: Invalid value: "NoSchedule": effect must be 'NoExecute' when `tolerationSeconds` is set"#,
+                    r#"spec.tolerations[1].operator: Invalid value: "Equal": operator must be Exists when `key` is empty, which means "match all values and all keys""#,
+                ],
+            ),
+            (
+                "removing a scheduling gate is accepted",
+                spec_with(json!({"schedulingGates": [gate("a"), gate("b")]})),
+                spec_with(json!({"schedulingGates": [gate("b")]})),
+                vec![],
+            ),
+            (
+                "adding a scheduling gate is refused",
+                spec_with(json!({"schedulingGates": [gate("a")]})),
+                spec_with(json!({"schedulingGates": [gate("a"), gate("b")]})),
+                vec![
+                    "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'b'",
+                ],
+            ),
+            (
+                "activeDeadlineSeconds set when unset is accepted",
+                ok_spec(),
+                spec_with(json!({"activeDeadlineSeconds": 60})),
+                vec![],
+            ),
+            (
+                "activeDeadlineSeconds lowered is accepted",
+                spec_with(json!({"activeDeadlineSeconds": 60})),
+                spec_with(json!({"activeDeadlineSeconds": 30})),
+                vec![],
+            ),
+            (
+                "activeDeadlineSeconds raised is refused",
+                spec_with(json!({"activeDeadlineSeconds": 30})),
+                spec_with(json!({"activeDeadlineSeconds": 60})),
+                vec!["spec.activeDeadlineSeconds: Invalid value: 60: must be less than or equal to previous value"],
+            ),
+            (
+                "activeDeadlineSeconds removed is refused",
+                spec_with(json!({"activeDeadlineSeconds": 30})),
+                ok_spec(),
+                vec![
+                    "spec.activeDeadlineSeconds: Invalid value: null: must not update from a positive integer to nil value",
+                ],
+            ),
+            (
+                "a negative activeDeadlineSeconds is refused",
+                ok_spec(),
+                spec_with(json!({"activeDeadlineSeconds": -1})),
+                vec!["spec.activeDeadlineSeconds: Invalid value: -1: must be between 0 and 2147483647, inclusive"],
+            ),
+            (
+                "a gated pod may gain node selector labels",
+                gated(json!({"nodeSelector": {"zone": "a"}})),
+                gated(json!({"nodeSelector": {"zone": "a", "disk": "ssd"}})),
+                vec![],
+            ),
+            (
+                "a gated pod may not change a node selector label",
+                gated(json!({"nodeSelector": {"zone": "a"}})),
+                gated(json!({"nodeSelector": {"zone": "b"}})),
+                vec![
+                    r#"spec.nodeSelector: Invalid value: {"zone":"b"}: only additions to spec.nodeSelector are allowed (no mutations or deletions)"#,
+                ],
+            ),
+            (
+                "an ungated pod may not gain node selector labels",
+                spec_with(json!({"nodeSelector": {"zone": "a"}})),
+                spec_with(json!({"nodeSelector": {"zone": "a", "disk": "ssd"}})),
+                vec![IMMUTABLE],
+            ),
+            ("a gated pod may gain a node affinity", gated(json!({})), gated(term(json!([zone]))), vec![]),
+            (
+                "a gated pod's required node term may gain requirements",
+                gated(term(json!([zone]))),
+                gated(term(json!([zone, disk]))),
+                vec![],
+            ),
+            (
+                "a gated pod's required node term may not lose requirements",
+                gated(term(json!([zone, disk]))),
+                gated(term(json!([disk]))),
+                vec![&lost_requirement],
+            ),
+        ];
+        for (name, old, new, want) in cases {
+            assert_eq!(update(old, new), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_refused_spec_change_names_the_changed_paths_after_kube_apiserver_s_message() {
+        let old = spec_with(json!({"schedulingGroup": {"podGroupName": "gang-a"}}));
+        let new =
+            json!({"containers": [{"name": "c", "image": "busybox:2"}], "schedulingGroup": {"podGroupName": "gang-b"}});
+        let errs = validate_pod(&pod(new), Some(&pod(old)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!((errs[0].field.as_str(), errs[0].reason()), ("spec", "FieldValueForbidden"));
+        // The allowed image change is not part of the diff.
+        assert_eq!(
+            errs[0].to_string(),
+            format!(
+                "{IMMUTABLE}- spec.schedulingGroup.podGroupName: \"gang-a\"\n+ spec.schedulingGroup.podGroupName: \"gang-b\""
+            )
+        );
     }
 }

@@ -39,8 +39,9 @@ impl AdmissionHook for JobAdmission {
 }
 
 /// Pod validation: the container and restart-policy checks of kube-apiserver's
-/// `ValidatePodCreate` (`jobset_api::pod`). On update only new problems of a changed spec count,
-/// so node agents' and controllers' writes to stored pods pass.
+/// `ValidatePodCreate` and the spec immutability of `ValidatePodUpdate` (`jobset_api::pod`). On
+/// update only new problems of a changed spec count, so writes to stored pods that predate a
+/// check pass; status and binding writes do not come here.
 struct PodValidation;
 
 impl AdmissionHook for PodValidation {

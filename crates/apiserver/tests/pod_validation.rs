@@ -1,6 +1,7 @@
 //! Pods, and Jobs' pod templates, get kube-apiserver's pod spec validation: a 422 Invalid Status
 //! with upstream's causes at create time, not a runtime failure later. JobSets' templates do not
-//! (upstream's JobSet webhook leaves them to the Jobs' creation).
+//! (upstream's JobSet webhook leaves them to the Jobs' creation). A pod's spec then changes only
+//! as `ValidatePodUpdate` allows.
 
 mod common;
 
@@ -225,4 +226,32 @@ async fn a_scheduling_group_without_a_valid_pod_group_name_is_refused_naming_the
     let (_, got) = refused(jobs.create(&PostParams::default(), &job).await);
     let template_field = format!("spec.template.{field}");
     assert_eq!(got, causes(&[("FieldValueInvalid", &template_field, r#"Invalid value: "": must not be empty"#)]));
+}
+
+#[tokio::test]
+async fn a_pod_s_gang_link_cannot_be_changed_by_an_update_but_its_labels_can() {
+    let h = harness(Transport::InProcess).await;
+    let pods: Api<Pod> = Api::default_namespaced(h.client.clone());
+    let spec = json!({"containers": [container(json!({}))], "schedulingGroup": {"podGroupName": "gang-0"}});
+    let created = pods.create(&PostParams::default(), &pod("g", spec)).await.expect("a pod in a group is created");
+    let group = |p: &Pod| serde_json::to_value(p).unwrap().pointer("/spec/schedulingGroup/podGroupName").cloned();
+    assert_eq!(group(&created), Some(json!("gang-0")));
+
+    let params = PatchParams::default();
+    let moved = json!({"spec": {"schedulingGroup": {"podGroupName": "gang-1"}}});
+    let (message, got) = refused(pods.patch("g", &params, &Patch::Merge(moved)).await);
+    let prefix = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)\n";
+    assert!(message.starts_with(&format!(r#"Pod "g" is invalid: spec: Forbidden: {prefix}"#)), "{message}");
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (reason, field, cause) = &got[0];
+    assert_eq!((reason.as_str(), field.as_str()), ("FieldValueForbidden", "spec"));
+    assert!(cause.starts_with(&format!("Forbidden: {prefix}")), "{cause}");
+    assert!(cause.contains(r#"+ spec.schedulingGroup.podGroupName: "gang-1""#), "the diff names the change: {cause}");
+    let stored = pods.get("g").await.unwrap();
+    assert_eq!(group(&stored), Some(json!("gang-0")), "the stored pod is unchanged");
+    assert_eq!(stored.metadata.resource_version, created.metadata.resource_version);
+
+    let labelled = pods.patch("g", &params, &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}))).await.unwrap();
+    assert_eq!(labelled.metadata.labels.as_ref().and_then(|l| l.get("a")).map(String::as_str), Some("b"));
+    assert_eq!(group(&labelled), Some(json!("gang-0")));
 }
