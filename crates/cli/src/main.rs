@@ -23,13 +23,28 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// How long (ms) mimalloc keeps freed memory before it returns it to the OS. Its default, 1 s,
 /// held 60 % more resident memory than the live heap right after a burst of 15,000 pod creates
 /// (docs/benchmarks.md, "apiserver create path regression"); `MIMALLOC_PURGE_DELAY` still wins.
-const PURGE_DELAY_MS: std::ffi::c_long = 0;
+const PURGE_DELAY_MS: std::ffi::c_long = 2;
+/// mimalloc purges only when it is called: memory freed by a burst would stay resident for as
+/// long as the process then idles. A thread asks it to purge what has expired this often.
+const PURGE_EVERY: Duration = Duration::from_millis(100);
 
 /// mimalloc's options, before any thread but this one allocates.
 fn tune_allocator() {
     // SAFETY: sets one option of the allocator linked in as the global one; it reads options on
     // use, and an option set from the environment is left as it is.
     unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+}
+
+/// The thread that lets mimalloc purge while the process idles.
+fn spawn_purger() {
+    let _ = std::thread::Builder::new().name("mimalloc-purge".into()).spawn(|| {
+        loop {
+            std::thread::sleep(PURGE_EVERY);
+            // SAFETY: mimalloc's collection is thread-safe; not forced, it purges only memory
+            // unused for longer than the purge delay.
+            unsafe { libmimalloc_sys::mi_collect(false) };
+        }
+    });
 }
 
 mod agent;
@@ -206,6 +221,10 @@ fn main() {
         _ => "warn",
     };
     logging::init(cli.log_format, default_filter);
+    // Not for an agent: it lives for one attempt with a heap of a few MB.
+    if !matches!(cli.command, Command::Agent(_)) {
+        spawn_purger();
+    }
     let code = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => {
             let result = rt.block_on(dispatch(cli.command));
