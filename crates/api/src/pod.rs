@@ -110,7 +110,7 @@ fn validate_pod_spec_update(new_spec: &Value, old_spec: &Value) -> Vec<FieldErro
     let mut errs = Vec::new();
     // `ValidateContainerUpdates` (its image checks are the create checks' own, reported above).
     for key in ["containers", "initContainers"] {
-        if containers(&new, key).len() != containers(&old, key).len() {
+        if list(&new, key).len() != list(&old, key).len() {
             errs.push(FieldError::forbidden(format!("spec.{key}"), "pod updates may not add or remove containers"));
             return errs;
         }
@@ -146,7 +146,7 @@ fn validate_pod_spec_update(new_spec: &Value, old_spec: &Value) -> Vec<FieldErro
     // What may change takes the stored value; whatever differs then is refused.
     let mut munged = new.clone();
     for key in ["containers", "initContainers"] {
-        let old_list = containers(&old, key);
+        let old_list = list(&old, key);
         if let Some(list) = munged.get_mut(key).and_then(Value::as_array_mut) {
             for (c, old_c) in list.iter_mut().zip(old_list) {
                 set_or_remove(c, "image", old_c.get("image"));
@@ -160,7 +160,7 @@ fn validate_pod_spec_update(new_spec: &Value, old_spec: &Value) -> Vec<FieldErro
     if grace(&old).is_some_and(|g| g < 0) && grace(&munged) == Some(1) {
         set_or_remove(&mut munged, "terminationGracePeriodSeconds", old.get("terminationGracePeriodSeconds"));
     }
-    if !containers(&old, "schedulingGates").is_empty() {
+    if !list(&old, "schedulingGates").is_empty() {
         validate_gated_pod_scheduling_update(&mut munged, &old, &mut errs);
     }
     if munged != old {
@@ -185,7 +185,7 @@ fn validate_pod_spec_update(new_spec: &Value, old_spec: &Value) -> Vec<FieldErro
 /// `tolerationSeconds` may change), and the list is valid (`ValidateTolerations`; checked only
 /// when the list changed, as a stored list was never checked here).
 fn validate_only_added_tolerations(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
-    let (new_list, old_list) = (containers(new, "tolerations"), containers(old, "tolerations"));
+    let (new_list, old_list) = (list(new, "tolerations"), list(old, "tolerations"));
     let without_seconds = |t: &Value| {
         let mut t = t.clone();
         t.as_object_mut().map(|o| o.remove("tolerationSeconds"));
@@ -253,8 +253,8 @@ fn validate_tolerations(list: &[Value], path: &str, errs: &mut Vec<FieldError>) 
 /// the last index of its name; upstream's order is a map's).
 fn validate_only_deleted_scheduling_gates(new: &Value, old: &Value, errs: &mut Vec<FieldError>) {
     let name = |g: &Value| str_at(g, "name").unwrap_or_default().to_string();
-    let old_names: HashSet<String> = containers(old, "schedulingGates").iter().map(name).collect();
-    let new_list = containers(new, "schedulingGates");
+    let old_names: HashSet<String> = list(old, "schedulingGates").iter().map(name).collect();
+    let new_list = list(new, "schedulingGates");
     for (i, gate) in new_list.iter().enumerate() {
         let gate = name(gate);
         let last = new_list.iter().rposition(|g| name(g) == gate) == Some(i);
@@ -341,8 +341,8 @@ fn validate_node_affinity_mutation(new: Option<&Value>, old: Option<&Value>, err
 /// `validateNodeSelectorTermHasOnlyAdditions`.
 fn node_selector_term_has_only_additions(new: &Value, old: &Value) -> bool {
     let (keys_old, keys_new) = (
-        [containers(old, "matchExpressions"), containers(old, "matchFields")],
-        [containers(new, "matchExpressions"), containers(new, "matchFields")],
+        [list(old, "matchExpressions"), list(old, "matchFields")],
+        [list(new, "matchExpressions"), list(new, "matchFields")],
     );
     if keys_old.iter().all(|l| l.is_empty()) && keys_new.iter().any(|l| !l.is_empty()) {
         return false;
@@ -375,7 +375,7 @@ fn comparable_spec(spec: &Value, old: Option<&Value>) -> Value {
     }
     let host_network = obj.get("hostNetwork") == Some(&Value::Bool(true));
     for key in ["containers", "initContainers", "ephemeralContainers"] {
-        let stored = old.map(|o| containers(o, key)).unwrap_or_default();
+        let stored = old.map(|o| list(o, key)).unwrap_or_default();
         let Some(list) = obj.get_mut(key).and_then(Value::as_array_mut) else { continue };
         for (i, c) in list.iter_mut().enumerate() {
             let Some(c) = c.as_object_mut() else { continue };
@@ -513,7 +513,7 @@ fn spec_diff(path: &str, old: Option<&Value>, new: Option<&Value>, out: &mut Vec
 fn validate_pod_metadata_and_spec(spec: &Value) -> Vec<FieldError> {
     let mut errs = validate_pod_spec(spec, "spec");
     for key in ["containers", "initContainers"] {
-        for (i, c) in containers(spec, key).iter().enumerate() {
+        for (i, c) in list(spec, key).iter().enumerate() {
             if let Some(image) = str_at(c, "image")
                 && image.trim() != image
             {
@@ -532,9 +532,9 @@ fn validate_pod_metadata_and_spec(spec: &Value) -> Vec<FieldError> {
 /// (`spec` for a Pod, `spec.template.spec` for a Job's template).
 pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    let regular = containers(spec, "containers");
+    let regular = list(spec, "containers");
     validate_containers(regular, &format!("{path}.containers"), &mut errs);
-    validate_init_containers(containers(spec, "initContainers"), regular, &format!("{path}.initContainers"), &mut errs);
+    validate_init_containers(list(spec, "initContainers"), regular, &format!("{path}.initContainers"), &mut errs);
     not_supported_if_set(spec, "restartPolicy", RESTART_POLICIES, path, &mut errs);
     not_supported_if_set(spec, "dnsPolicy", DNS_POLICIES, path, &mut errs);
     validate_scheduling_group(spec, path, &mut errs);
@@ -786,7 +786,7 @@ fn port_name_errors(port: &str) -> Vec<String> {
 }
 
 /// The list under `key`; empty when absent or not a list.
-fn containers<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
+fn list<'a>(spec: &'a Value, key: &str) -> &'a [Value] {
     get(spec, key).and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default()
 }
 

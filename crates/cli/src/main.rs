@@ -20,9 +20,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 // The index of `mi_option_purge_delay` in mimalloc.h's `mi_option_t` (v3, the `mimalloc` crate's
 // default), which libmimalloc-sys names no constant for.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-/// How long (ms) mimalloc keeps freed memory before it returns it to the OS. Its default, 1 s,
-/// held 60 % more resident memory than the live heap right after a burst of 15,000 pod creates
-/// (docs/benchmarks.md, "apiserver create path regression"); `MIMALLOC_PURGE_DELAY` still wins.
+/// How long (ms) mimalloc keeps freed memory before it returns it to the OS: 0 re-faulted memory
+/// on every allocation after a free (create throughput 0.56× of this), a long delay kept a
+/// burst's garbage resident (docs/benchmarks.md, "Allocator: a purge delay with a purging
+/// thread"); `MIMALLOC_PURGE_DELAY` still wins.
 const PURGE_DELAY_MS: std::ffi::c_long = 2;
 /// mimalloc purges only when it is called: memory freed by a burst would stay resident for as
 /// long as the process then idles. A thread asks it to purge what has expired this often.
